@@ -1,0 +1,1 @@
+"""The Fetcher engine (contract §1.4)."""
