@@ -1,0 +1,279 @@
+"""Backend-neutral pieces of the metadata store adapters: columns, row mapping, migrations.
+
+Rows arrive as mappings of column name to driver value; ``ts`` converts a driver timestamp to
+an aware UTC ``datetime`` (SQLite stores ISO text, PostgreSQL ``timestamptz``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any, cast
+
+from fetcher.services.records import (
+    ACTIVE_STATUSES,
+    ConnectionRecord,
+    EventType,
+    JobRecord,
+    JobStatus,
+    MetadataValue,
+    OutboxEvent,
+    OutboxRow,
+)
+
+__all__ = [
+    "CONNECTION_COLUMNS",
+    "JOB_COLUMNS",
+    "OUTBOX_COLUMNS",
+    "Migration",
+    "load_migrations",
+    "utc_ms",
+    "ts_text",
+    "parse_ts_text",
+    "datasource_names",
+    "metadata_matches",
+    "failable_statuses",
+    "connection_params",
+    "connection_from_row",
+    "job_params",
+    "job_from_row",
+    "event_params",
+    "outbox_from_row",
+]
+
+CONNECTION_COLUMNS = (
+    "id, product_name, config_name, type, host, port, database_name, schema_name, user_name, "
+    "password_encrypted, ssl_mode, ssl_ca, ssl_cert, ssl_key_encrypted, encryption_key_version, "
+    "metadata_json, created_at, updated_at, deleted_at"
+)
+JOB_COLUMNS = (
+    "id, status, request_hash, dedup_active, mapped_fields_json, filters_json, limits_json, "
+    "metadata_json, connection_ids_json, result_path, result_hmac, error, request_id, "
+    "created_at, started_at, completed_at, updated_at"
+)
+OUTBOX_COLUMNS = (
+    "id, feed_seq, ce_id, job_id, event_type, routing_key, body, headers_json, created_at, sent_at"
+)
+
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_JOB_STATUSES = frozenset({"pending", "processing", "completed", "failed"})
+_EVENT_TYPES = frozenset({"completed", "failed"})
+
+TimestampReader = Callable[[Any], datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One versioned schema script (``migrations/<backend>/NNNN_name.sql``)."""
+
+    version: int
+    name: str
+    sql: str
+
+
+def load_migrations(backend: str) -> list[Migration]:
+    """The migrations shipped for ``backend`` (``postgres`` or ``sqlite``), by version."""
+    folder = resources.files(__package__ or "fetcher.adapters.store") / "migrations" / backend
+    found: list[Migration] = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match.group(1)), entry.name, entry.read_text("utf-8")))
+    found.sort(key=lambda m: m.version)
+    return found
+
+
+def utc_ms(value: datetime) -> datetime:
+    """``value`` in UTC, truncated to milliseconds (Conventions). Naive values are refused."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("metadata store timestamps must be timezone-aware")
+    value = value.astimezone(UTC)
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def ts_text(value: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` (Conventions); lexical order is chronological order."""
+    value = utc_ms(value)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def parse_ts_text(value: str) -> datetime:
+    """The inverse of :func:`ts_text`."""
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+def datasource_names(mapped_fields_json: str) -> list[str]:
+    """The top-level keys of a ``mappedFields`` document: the job's datasources (§3.2)."""
+    document = json.loads(mapped_fields_json)
+    return list(document) if isinstance(document, dict) else []
+
+
+class _NumberText(str):
+    """A JSON number kept as its source text."""
+
+    __slots__ = ()
+
+
+def metadata_matches(metadata_json: str, key: str, value: str) -> bool:
+    """§2.6.2: ``metadata[key]`` is a string equal to ``value``, or a number or boolean whose
+    JSON text equals it."""
+    document = json.loads(metadata_json, parse_int=_NumberText, parse_float=_NumberText)
+    if not isinstance(document, dict) or key not in document:
+        return False
+    found = document[key]
+    if isinstance(found, bool):
+        return ("true" if found else "false") == value
+    if isinstance(found, str):
+        return str(found) == value
+    return False
+
+
+def failable_statuses(from_statuses: Sequence[JobStatus]) -> tuple[JobStatus, ...]:
+    """§4.1: only ``pending`` and ``processing`` jobs can fail; duplicates are dropped."""
+    statuses = tuple(dict.fromkeys(from_statuses))
+    if not statuses or any(s not in ACTIVE_STATUSES for s in statuses):
+        raise ValueError("from_statuses must be a non-empty subset of pending, processing")
+    return statuses
+
+
+def _opt_ts(value: Any, ts: TimestampReader) -> datetime | None:
+    return None if value is None else ts(value)
+
+
+def connection_params(record: ConnectionRecord, ts: Callable[[datetime], Any]) -> dict[str, Any]:
+    """Named query parameters for every connection column."""
+    return {
+        "id": record.id,
+        "product_name": record.product_name,
+        "config_name": record.config_name,
+        "type": record.type,
+        "host": record.host,
+        "port": record.port,
+        "database_name": record.database_name,
+        "schema_name": record.schema,
+        "user_name": record.user_name,
+        "password_encrypted": record.password_encrypted,
+        "ssl_mode": record.ssl_mode,
+        "ssl_ca": record.ssl_ca,
+        "ssl_cert": record.ssl_cert,
+        "ssl_key_encrypted": record.ssl_key_encrypted,
+        "encryption_key_version": record.encryption_key_version,
+        "metadata_json": json.dumps(record.metadata, ensure_ascii=False, allow_nan=False),
+        "created_at": ts(record.created_at),
+        "updated_at": ts(record.updated_at),
+        "deleted_at": None if record.deleted_at is None else ts(record.deleted_at),
+    }
+
+
+def connection_from_row(row: Mapping[str, Any], ts: TimestampReader) -> ConnectionRecord:
+    """A :class:`ConnectionRecord` from a row of :data:`CONNECTION_COLUMNS`."""
+    metadata = cast(dict[str, MetadataValue], json.loads(row["metadata_json"]))
+    return ConnectionRecord(
+        id=row["id"],
+        product_name=row["product_name"],
+        config_name=row["config_name"],
+        type=row["type"],
+        host=row["host"],
+        port=row["port"],
+        database_name=row["database_name"],
+        schema=row["schema_name"],
+        user_name=row["user_name"],
+        password_encrypted=row["password_encrypted"],
+        ssl_mode=row["ssl_mode"],
+        ssl_ca=row["ssl_ca"],
+        ssl_cert=row["ssl_cert"],
+        ssl_key_encrypted=row["ssl_key_encrypted"],
+        encryption_key_version=row["encryption_key_version"],
+        metadata=metadata,
+        created_at=ts(row["created_at"]),
+        updated_at=ts(row["updated_at"]),
+        deleted_at=_opt_ts(row["deleted_at"], ts),
+    )
+
+
+def job_params(record: JobRecord, ts: Callable[[datetime], Any]) -> dict[str, Any]:
+    """Named query parameters for every job column (``dedup_active`` as a Python bool)."""
+
+    def opt(value: datetime | None) -> Any:
+        return None if value is None else ts(value)
+
+    return {
+        "id": record.id,
+        "status": record.status,
+        "request_hash": record.request_hash,
+        "dedup_active": record.dedup_active,
+        "mapped_fields_json": record.mapped_fields_json,
+        "filters_json": record.filters_json,
+        "limits_json": record.limits_json,
+        "metadata_json": record.metadata_json,
+        "connection_ids_json": json.dumps(record.connection_ids, ensure_ascii=False),
+        "result_path": record.result_path,
+        "result_hmac": record.result_hmac,
+        "error": record.error,
+        "request_id": record.request_id,
+        "created_at": ts(record.created_at),
+        "started_at": opt(record.started_at),
+        "completed_at": opt(record.completed_at),
+        "updated_at": ts(record.updated_at),
+    }
+
+
+def job_from_row(row: Mapping[str, Any], ts: TimestampReader) -> JobRecord:
+    """A :class:`JobRecord` from a row of :data:`JOB_COLUMNS`."""
+    status = row["status"]
+    if status not in _JOB_STATUSES:
+        raise ValueError(f"unknown job status in store: {status!r}")
+    return JobRecord(
+        id=row["id"],
+        status=cast(JobStatus, status),
+        request_hash=row["request_hash"],
+        dedup_active=bool(row["dedup_active"]),
+        mapped_fields_json=row["mapped_fields_json"],
+        filters_json=row["filters_json"],
+        limits_json=row["limits_json"],
+        metadata_json=row["metadata_json"],
+        connection_ids=cast(dict[str, str], json.loads(row["connection_ids_json"])),
+        result_path=row["result_path"],
+        result_hmac=row["result_hmac"],
+        error=row["error"],
+        request_id=row["request_id"],
+        created_at=ts(row["created_at"]),
+        started_at=_opt_ts(row["started_at"], ts),
+        completed_at=_opt_ts(row["completed_at"], ts),
+        updated_at=ts(row["updated_at"]),
+    )
+
+
+def event_params(event: OutboxEvent, ts: Callable[[datetime], Any]) -> dict[str, Any]:
+    """Named query parameters for an outbox insert."""
+    if event.event_type not in _EVENT_TYPES:
+        raise ValueError(f"unknown event type: {event.event_type!r}")
+    return {
+        "ce_id": event.ce_id,
+        "job_id": event.job_id,
+        "event_type": event.event_type,
+        "routing_key": event.routing_key,
+        "body": bytes(event.body),
+        "headers_json": json.dumps(event.headers, ensure_ascii=False),
+        "created_at": ts(event.created_at),
+    }
+
+
+def outbox_from_row(row: Mapping[str, Any], ts: TimestampReader) -> OutboxRow:
+    """An :class:`OutboxRow` from a row of :data:`OUTBOX_COLUMNS`."""
+    return OutboxRow(
+        id=int(row["id"]),
+        feed_seq=None if row["feed_seq"] is None else int(row["feed_seq"]),
+        ce_id=row["ce_id"],
+        job_id=row["job_id"],
+        event_type=cast(EventType, row["event_type"]),
+        routing_key=row["routing_key"],
+        body=bytes(row["body"]),
+        headers=cast(dict[str, str], json.loads(row["headers_json"])),
+        created_at=ts(row["created_at"]),
+        sent_at=_opt_ts(row["sent_at"], ts),
+    )

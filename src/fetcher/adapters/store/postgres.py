@@ -1,0 +1,514 @@
+"""PostgreSQL metadata store (contract §1.5, §2.6, §3.8, §4, §4.7, §8.6, §2.12).
+
+psycopg 3 (async) over a ``psycopg_pool.AsyncConnectionPool`` opened by :meth:`open` (nothing
+happens at import or construction). Connections run in autocommit; multi-statement work uses
+explicit transactions. Request documents are TEXT, never jsonb (§4.7). Driver errors become
+the port's errors in :func:`map_postgres_errors`, and only there; the DSN never appears in a
+message, a log line or ``repr``.
+"""
+
+# S608: SQL text is assembled only from this module's constants (column lists, directions,
+# placeholder names); every value is a bound parameter.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Self
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+
+from fetcher.adapters.store import _common as c
+from fetcher.services.ports import (
+    ActiveDuplicateError,
+    ConflictError,
+    StoreError,
+    StoreUnavailableError,
+)
+from fetcher.services.records import (
+    ConnectionQuery,
+    ConnectionRecord,
+    EventType,
+    JobRecord,
+    JobStatus,
+    OutboxEvent,
+    OutboxRow,
+)
+
+__all__ = [
+    "PostgresMetadataStore",
+    "map_postgres_errors",
+    "MIGRATION_LOCK_KEY",
+    "FEED_SEQ_LOCK_KEY",
+    "PROCESS_LOCK_KEY",
+]
+
+_log = logging.getLogger(__name__)
+
+#: Advisory lock keys (bigint constants): migrations (§1.5), feed numbering (§2.12) and the
+#: embedded single-process lock (§4.4).
+MIGRATION_LOCK_KEY = 0x46455443_00000001
+FEED_SEQ_LOCK_KEY = 0x46455443_00000002
+PROCESS_LOCK_KEY = 0x46455443_00000003
+
+Conn = AsyncConnection[DictRow]
+
+
+def _ts(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+@contextmanager
+def map_postgres_errors() -> Iterator[None]:
+    """Translate psycopg exceptions into the port's errors (the one edge)."""
+    try:
+        yield
+    except psycopg.errors.UniqueViolation as exc:
+        constraint = exc.diag.constraint_name
+        if constraint == "connections_config_name_active":
+            raise ConflictError("configName is already in use") from None
+        if constraint == "jobs_active_request_hash":
+            raise ActiveDuplicateError("an active job has the same request hash") from None
+        raise StoreError(f"metadata store unique violation: {constraint}") from None
+    except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, PoolClosed) as exc:
+        raise StoreUnavailableError(f"metadata store unavailable: {type(exc).__name__}") from exc
+    except psycopg.Error as exc:
+        raise StoreError(f"metadata store failed: {type(exc).__name__}") from exc
+
+
+def _list_where(query: ConnectionQuery) -> tuple[str, dict[str, Any]]:
+    clauses = ["deleted_at IS NULL"]
+    params: dict[str, Any] = {}
+    if query.unassigned_only:
+        clauses.append("product_name IS NULL")
+    if query.product is not None:
+        clauses.append("product_name = %(product)s")
+        params["product"] = query.product
+    if query.type is not None:
+        # Stored types are ASCII; a non-ASCII filter matches nothing on every backend.
+        clauses.append("lower(type) = %(type)s" if query.type.isascii() else "false")
+        params["type"] = query.type.lower()
+    if query.created_from is not None:
+        clauses.append("created_at >= %(created_from)s")
+        params["created_from"] = c.utc_ms(query.created_from)
+    if query.created_before is not None:
+        clauses.append("created_at < %(created_before)s")
+        params["created_before"] = c.utc_ms(query.created_before)
+    for i, (key, value) in enumerate(query.metadata):
+        # json (not jsonb) keeps a number's stored text, so ->> yields its JSON text.
+        clauses.append(
+            f"json_typeof(metadata_json::json -> %(mk{i})s) IN ('string', 'number', 'boolean')"
+            f" AND (metadata_json::json ->> %(mk{i})s) = %(mv{i})s"
+        )
+        params[f"mk{i}"], params[f"mv{i}"] = key, value
+    return " AND ".join(clauses), params
+
+
+async def _insert_event(conn: Conn, event: OutboxEvent) -> None:
+    await conn.execute(
+        "INSERT INTO outbox (ce_id, job_id, event_type, routing_key, body, headers_json,"
+        " created_at) VALUES (%(ce_id)s, %(job_id)s, %(event_type)s, %(routing_key)s,"
+        " %(body)s, %(headers_json)s, %(created_at)s)",
+        c.event_params(event, c.utc_ms),
+    )
+
+
+@dataclass(slots=True)
+class _PostgresBatch:
+    """Rows locked ``FOR UPDATE SKIP LOCKED`` by the transaction on ``conn``."""
+
+    conn: Conn
+    rows: list[OutboxRow]
+
+    async def mark_sent(self, ce_ids: Sequence[str], at: datetime) -> None:
+        with map_postgres_errors():
+            await self.conn.execute(
+                "UPDATE outbox SET sent_at = %s WHERE ce_id = ANY(%s)",
+                (c.utc_ms(at), list(ce_ids)),
+            )
+
+
+class PostgresMetadataStore:
+    """The :class:`~fetcher.services.ports.MetadataStore` on PostgreSQL."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self._dsn = dsn
+        self._min_size = min_size
+        self._max_size = max_size
+        self._connect_timeout = connect_timeout
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._process_lock: Conn | None = None
+
+    def __repr__(self) -> str:
+        return "PostgresMetadataStore(dsn=<hidden>)"
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the pool, waiting up to ``connect_timeout`` for its first connections."""
+        if self._pool is not None:
+            return
+        pool = AsyncConnectionPool(
+            self._dsn,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            open=False,
+            connection_class=AsyncConnection[DictRow],
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            check=AsyncConnectionPool.check_connection,
+            timeout=self._connect_timeout,
+            name="fetcher-metadata-store",
+        )
+        try:
+            with map_postgres_errors():
+                await pool.open(wait=True, timeout=self._connect_timeout)
+        except BaseException:
+            await pool.close()
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        lock, self._process_lock = self._process_lock, None
+        if lock is not None:
+            await lock.close()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Conn]:
+        pool = self._pool
+        if pool is None:
+            raise StoreUnavailableError("metadata store is not open")
+        with map_postgres_errors():
+            async with pool.connection() as conn:
+                yield conn
+
+    async def _fetchone(self, sql: str, params: Any = None) -> DictRow | None:
+        async with self._conn() as conn:
+            return await (await conn.execute(sql, params)).fetchone()
+
+    async def _fetchall(self, sql: str, params: Any = None) -> list[DictRow]:
+        async with self._conn() as conn:
+            return await (await conn.execute(sql, params)).fetchall()
+
+    async def _rowcount(self, sql: str, params: Any) -> int:
+        async with self._conn() as conn:
+            return (await conn.execute(sql, params)).rowcount
+
+    async def migrate(self) -> None:
+        async with self._conn() as conn:
+            await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+            try:
+                await self._apply_migrations(conn)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+
+    @staticmethod
+    async def _apply_migrations(conn: Conn) -> None:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
+            " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
+        rows = await (await conn.execute("SELECT version FROM schema_migrations")).fetchall()
+        applied = {r["version"] for r in rows}
+        for migration in c.load_migrations("postgres"):
+            if migration.version in applied:
+                continue
+            async with conn.transaction():
+                await conn.execute(migration.sql.encode("utf-8"))
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                    (migration.version, migration.name),
+                )
+
+    async def ping(self) -> None:
+        await self._fetchone("SELECT 1 AS ok")
+
+    async def acquire_process_lock(self) -> bool:
+        if self._process_lock is not None:
+            return True
+        with map_postgres_errors():
+            conn = await AsyncConnection.connect(self._dsn, autocommit=True, row_factory=dict_row)
+            try:
+                cur = await conn.execute(
+                    "SELECT pg_try_advisory_lock(%s) AS held", (PROCESS_LOCK_KEY,)
+                )
+                row = await cur.fetchone()
+            except BaseException:
+                await conn.close()
+                raise
+        if row is None or not row["held"]:
+            await conn.close()
+            return False
+        self._process_lock = conn
+        return True
+
+    # -- connections -----------------------------------------------------------------------
+
+    async def insert_connection(self, record: ConnectionRecord) -> None:
+        params = c.connection_params(record, c.utc_ms)
+        values = ", ".join(f"%({name})s" for name in params)
+        await self._rowcount(
+            f"INSERT INTO connections ({', '.join(params)}) VALUES ({values})", params
+        )
+
+    async def _one_connection(self, column: str, value: str) -> ConnectionRecord | None:
+        row = await self._fetchone(
+            f"SELECT {c.CONNECTION_COLUMNS} FROM connections"
+            f" WHERE {column} = %s AND deleted_at IS NULL",
+            (value,),
+        )
+        return None if row is None else c.connection_from_row(row, _ts)
+
+    async def get_connection(self, connection_id: str) -> ConnectionRecord | None:
+        return await self._one_connection("id", connection_id)
+
+    async def get_connection_by_name(self, config_name: str) -> ConnectionRecord | None:
+        return await self._one_connection("config_name", config_name)
+
+    async def list_connections(self, query: ConnectionQuery) -> tuple[list[ConnectionRecord], int]:
+        where, params = _list_where(query)
+        direction = "ASC" if query.sort == "asc" else "DESC"
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            cur = await conn.execute(f"SELECT count(*) AS n FROM connections WHERE {where}", params)
+            total = await cur.fetchone()
+            cur = await conn.execute(
+                f"SELECT {c.CONNECTION_COLUMNS} FROM connections WHERE {where}"
+                f" ORDER BY created_at {direction}, id {direction}"
+                " LIMIT %(limit)s OFFSET %(offset)s",
+                {**params, "limit": query.limit, "offset": query.offset},
+            )
+            rows = await cur.fetchall()
+        count = 0 if total is None else int(total["n"])
+        return [c.connection_from_row(r, _ts) for r in rows], count
+
+    async def update_connection(self, record: ConnectionRecord) -> bool:
+        params = c.connection_params(record, c.utc_ms)
+        fixed = {"id", "product_name", "created_at", "deleted_at"}
+        sets = ", ".join(f"{name} = %({name})s" for name in params if name not in fixed)
+        sql = f"UPDATE connections SET {sets} WHERE id = %(id)s AND deleted_at IS NULL"
+        return await self._rowcount(sql, params) == 1
+
+    async def soft_delete_connection(self, connection_id: str, now: datetime) -> bool:
+        sql = (
+            "UPDATE connections SET deleted_at = %(now)s, updated_at = %(now)s"
+            " WHERE id = %(id)s AND deleted_at IS NULL"
+        )
+        return await self._rowcount(sql, {"id": connection_id, "now": c.utc_ms(now)}) == 1
+
+    async def assign_product(self, connection_id: str, product_name: str, now: datetime) -> bool:
+        sql = (
+            "UPDATE connections SET product_name = %(product)s, updated_at = %(now)s"
+            " WHERE id = %(id)s AND deleted_at IS NULL AND product_name IS NULL"
+        )
+        params = {"id": connection_id, "product": product_name, "now": c.utc_ms(now)}
+        return await self._rowcount(sql, params) == 1
+
+    async def has_active_jobs(self, config_name: str) -> bool:
+        row = await self._fetchone(
+            "SELECT EXISTS (SELECT 1 FROM job_datasources d JOIN jobs j ON j.id = d.job_id"
+            " WHERE d.config_name = %s AND j.status IN ('pending', 'processing')) AS found",
+            (config_name,),
+        )
+        return bool(row and row["found"])
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    async def find_dedup_match(
+        self, request_hash: str, completed_since: datetime
+    ) -> JobRecord | None:
+        row = await self._fetchone(
+            f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE request_hash = %(hash)s"
+            " AND (status IN ('pending', 'processing')"
+            " OR (status = 'completed' AND created_at >= %(since)s))"
+            " ORDER BY created_at DESC, id DESC LIMIT 1",
+            {"hash": request_hash, "since": c.utc_ms(completed_since)},
+        )
+        return None if row is None else c.job_from_row(row, _ts)
+
+    async def insert_job(self, record: JobRecord) -> None:
+        params = c.job_params(record, c.utc_ms)
+        values = ", ".join(f"%({name})s" for name in params)
+        names = dict.fromkeys(c.datasource_names(record.mapped_fields_json))
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(f"INSERT INTO jobs ({c.JOB_COLUMNS}) VALUES ({values})", params)
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO job_datasources (job_id, config_name) VALUES (%s, %s)",
+                    [(record.id, name) for name in names],
+                )
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        row = await self._fetchone(f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE id = %s", (job_id,))
+        return None if row is None else c.job_from_row(row, _ts)
+
+    async def claim_job(self, job_id: str, now: datetime) -> bool:
+        sql = (
+            "UPDATE jobs SET status = 'processing', started_at = %(now)s, updated_at = %(now)s,"
+            " dedup_active = true WHERE id = %(id)s AND status = 'pending'"
+        )
+        return await self._rowcount(sql, {"id": job_id, "now": c.utc_ms(now)}) == 1
+
+    async def _transition(self, sql: str, params: dict[str, Any], event: OutboxEvent) -> bool:
+        """One CAS update and, only when it matched, its outbox row; then number the feed."""
+        async with self._conn() as conn, conn.transaction():
+            if (await conn.execute(sql, params)).rowcount != 1:
+                return False
+            await _insert_event(conn, event)
+        try:
+            await self.assign_feed_seq()
+        except StoreError:
+            # The repairer's next tick numbers the row (§8.6); the transition is committed.
+            _log.warning("feed_seq assignment deferred to the repairer")
+        return True
+
+    async def complete_job(
+        self,
+        job_id: str,
+        *,
+        result_path: str,
+        result_hmac: str,
+        completed_at: datetime,
+        event: OutboxEvent,
+    ) -> bool:
+        sql = (
+            "UPDATE jobs SET status = 'completed', result_path = %(path)s,"
+            " result_hmac = %(hmac)s, completed_at = %(at)s, updated_at = %(at)s,"
+            " dedup_active = false WHERE id = %(id)s AND status = 'processing'"
+        )
+        params = {"id": job_id, "path": result_path, "hmac": result_hmac}
+        return await self._transition(sql, {**params, "at": c.utc_ms(completed_at)}, event)
+
+    async def fail_job(
+        self,
+        job_id: str,
+        *,
+        from_statuses: Sequence[JobStatus],
+        error: str,
+        completed_at: datetime,
+        event: OutboxEvent,
+    ) -> bool:
+        sql = (
+            "UPDATE jobs SET status = 'failed', error = %(error)s, completed_at = %(at)s,"
+            " updated_at = %(at)s, dedup_active = false"
+            " WHERE id = %(id)s AND status = ANY(%(statuses)s)"
+        )
+        params = {
+            "id": job_id,
+            "error": error,
+            "at": c.utc_ms(completed_at),
+            "statuses": list(c.failable_statuses(from_statuses)),
+        }
+        return await self._transition(sql, params, event)
+
+    async def reap_candidates(
+        self,
+        *,
+        pending_created_before: datetime,
+        processing_started_before: datetime,
+        limit: int,
+    ) -> list[JobRecord]:
+        rows = await self._fetchall(
+            f"SELECT {c.JOB_COLUMNS} FROM jobs"
+            " WHERE (status = 'pending' AND created_at < %(pending)s)"
+            " OR (status = 'processing' AND started_at < %(processing)s)"
+            " ORDER BY created_at, id LIMIT %(limit)s",
+            {
+                "pending": c.utc_ms(pending_created_before),
+                "processing": c.utc_ms(processing_started_before),
+                "limit": limit,
+            },
+        )
+        return [c.job_from_row(r, _ts) for r in rows]
+
+    async def jobs_with_status(self, status: JobStatus) -> list[JobRecord]:
+        rows = await self._fetchall(
+            f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE status = %s ORDER BY created_at, id",
+            (status,),
+        )
+        return [c.job_from_row(r, _ts) for r in rows]
+
+    # -- outbox ----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def claim_unsent(
+        self, *, created_before: datetime, limit: int
+    ) -> AsyncIterator[_PostgresBatch]:
+        body_error: Exception | None = None
+        async with self._conn() as conn, conn.transaction():
+            cur = await conn.execute(
+                f"SELECT {c.OUTBOX_COLUMNS} FROM outbox"
+                " WHERE sent_at IS NULL AND created_at < %s"
+                " ORDER BY created_at, id LIMIT %s FOR UPDATE SKIP LOCKED",
+                (c.utc_ms(created_before), limit),
+            )
+            rows = [c.outbox_from_row(r, _ts) for r in await cur.fetchall()]
+            try:
+                yield _PostgresBatch(conn, rows)
+            except Exception as exc:
+                body_error = exc  # commit the marks made so far, then re-raise
+        if body_error is not None:
+            raise body_error
+
+    async def mark_sent(self, ce_ids: Sequence[str], at: datetime) -> None:
+        await self._rowcount(
+            "UPDATE outbox SET sent_at = %s WHERE ce_id = ANY(%s)", (c.utc_ms(at), list(ce_ids))
+        )
+
+    async def assign_feed_seq(self) -> int:
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (FEED_SEQ_LOCK_KEY,))
+            # A new statement, so a new snapshot: it sees every number committed before the
+            # lock was granted, which keeps the sequence gap-free and unique.
+            cur = await conn.execute(
+                "WITH top AS (SELECT coalesce(max(feed_seq), 0) AS n FROM outbox),"
+                " todo AS (SELECT id, row_number() OVER (ORDER BY id) AS k"
+                " FROM outbox WHERE feed_seq IS NULL)"
+                " UPDATE outbox o SET feed_seq = top.n + todo.k FROM top, todo"
+                " WHERE o.id = todo.id"
+            )
+            return cur.rowcount
+
+    async def read_feed(
+        self, *, after: int, limit: int, event_type: EventType | None = None
+    ) -> list[OutboxRow]:
+        rows = await self._fetchall(
+            f"SELECT {c.OUTBOX_COLUMNS} FROM outbox WHERE feed_seq > %(after)s"
+            " AND (%(type)s::text IS NULL OR event_type = %(type)s::text)"
+            " ORDER BY feed_seq LIMIT %(limit)s",
+            {"after": after, "type": event_type, "limit": limit},
+        )
+        return [c.outbox_from_row(r, _ts) for r in rows]
+
+    async def count_unsent(self) -> int:
+        row = await self._fetchone("SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL")
+        return 0 if row is None else int(row["n"])

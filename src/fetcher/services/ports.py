@@ -1,0 +1,279 @@
+"""The metadata store port: what services need from PostgreSQL or SQLite (contract §2.6, §4, §8.6).
+
+Services depend on this Protocol, never on an adapter; bootstrap hands them one. Every
+implementation MUST behave identically (one behavioural test suite runs against all of them).
+
+Errors crossing this port are drawn here, closed:
+
+* :class:`ConflictError`: a non-deleted connection already uses the ``configName`` (→ 409
+  FET-1002).
+* :class:`ActiveDuplicateError`: an active job already has the ``request_hash`` (§3.8 guard).
+* :class:`StoreUnavailableError`: the store cannot be reached or failed (→ 503 FET-0003).
+
+Implementations MUST translate driver exceptions into these at one edge, and MUST NOT put the
+DSN, a password or any credential in an exception message or a log line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Protocol
+
+from fetcher.services.records import (
+    ConnectionQuery,
+    ConnectionRecord,
+    EventType,
+    JobRecord,
+    JobStatus,
+    OutboxEvent,
+    OutboxRow,
+)
+
+__all__ = [
+    "StoreError",
+    "ConflictError",
+    "ActiveDuplicateError",
+    "StoreUnavailableError",
+    "OutboxBatch",
+    "MetadataStore",
+]
+
+
+class StoreError(Exception):
+    """Base of every metadata store error."""
+
+
+class ConflictError(StoreError):
+    """A non-deleted connection already uses this ``configName`` (§2.6.1, §2.6.5)."""
+
+
+class ActiveDuplicateError(StoreError):
+    """A ``pending``/``processing`` job already has this ``request_hash`` (§3.8 guard)."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store is unreachable or failed; the Manager answers 503 FET-0003."""
+
+
+class OutboxBatch(Protocol):
+    """Unsent outbox rows claimed by one repairer (§8.6), oldest first."""
+
+    @property
+    def rows(self) -> Sequence[OutboxRow]:
+        """The claimed rows, ordered by ``created_at`` then ``id``."""
+        ...
+
+    async def mark_sent(self, ce_ids: Sequence[str], at: datetime) -> None:
+        """Set ``sent_at`` of the given claimed rows; durable when the claim ends."""
+        ...
+
+
+class MetadataStore(Protocol):
+    """Connections, jobs and the event outbox.
+
+    Times passed in MUST be timezone-aware; implementations store them with millisecond
+    precision and return them as UTC. Nothing here reads the clock.
+    """
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def migrate(self) -> None:
+        """Apply pending schema migrations (§1.5).
+
+        MUST be idempotent and serialized across processes (PostgreSQL: ``pg_advisory_lock``;
+        SQLite: ``BEGIN EXCLUSIVE``), recording each applied version.
+        """
+        ...
+
+    async def ping(self) -> None:
+        """Round-trip to the store; raise :class:`StoreUnavailableError` when it fails."""
+        ...
+
+    async def acquire_process_lock(self) -> bool:
+        """Take the embedded single-process lock (§4.4); ``False`` when another holds it.
+
+        PostgreSQL: a session-level ``pg_try_advisory_lock(<constant>)`` held until
+        :meth:`close`. SQLite: always ``True`` (the file has one embedded owner).
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release every connection. Safe to call twice."""
+        ...
+
+    # -- connections (§2.5, §2.6) ----------------------------------------------------------
+
+    async def insert_connection(self, record: ConnectionRecord) -> None:
+        """Store a new connection.
+
+        MUST raise :class:`ConflictError` when a non-deleted connection has the same
+        ``config_name``, enforced by the store itself (a partial unique index) so that of two
+        concurrent inserts exactly one succeeds.
+        """
+        ...
+
+    async def get_connection(self, connection_id: str) -> ConnectionRecord | None:
+        """The non-deleted connection with this ID, else ``None``."""
+        ...
+
+    async def get_connection_by_name(self, config_name: str) -> ConnectionRecord | None:
+        """The non-deleted connection with this ``config_name`` (case-sensitive), else ``None``."""
+        ...
+
+    async def list_connections(self, query: ConnectionQuery) -> tuple[list[ConnectionRecord], int]:
+        """One slice of the non-deleted connections matching ``query``, and their total count.
+
+        Sorted by ``created_at`` then ``id``, both in ``query.sort`` direction (§2.6.2).
+        ``type`` matches case-insensitively.
+        """
+        ...
+
+    async def update_connection(self, record: ConnectionRecord) -> bool:
+        """Replace every mutable field of the non-deleted connection ``record.id``.
+
+        ``id``, ``product_name``, ``created_at`` and ``deleted_at`` are not changed. Returns
+        ``False`` when no such connection exists. Raises :class:`ConflictError` as
+        :meth:`insert_connection` does.
+        """
+        ...
+
+    async def soft_delete_connection(self, connection_id: str, now: datetime) -> bool:
+        """Set ``deleted_at = updated_at = now`` (§2.6.6); ``False`` when absent or deleted.
+
+        The ``config_name`` becomes free for reuse.
+        """
+        ...
+
+    async def assign_product(self, connection_id: str, product_name: str, now: datetime) -> bool:
+        """Atomically set ``product_name`` and ``updated_at`` only where no product is set.
+
+        ``False`` when the connection is absent, deleted or already assigned (§2.6.10).
+        """
+        ...
+
+    async def has_active_jobs(self, config_name: str) -> bool:
+        """Whether a ``pending``/``processing`` job's ``mappedFields`` has this key (§2.6.5)."""
+        ...
+
+    # -- jobs (§3.8, §4) -------------------------------------------------------------------
+
+    async def find_dedup_match(
+        self, request_hash: str, completed_since: datetime
+    ) -> JobRecord | None:
+        """The newest job (by ``created_at``, then ``id``) with this hash that is §3.8 eligible.
+
+        Eligible: ``pending``/``processing`` of any age, or ``completed`` with
+        ``created_at >= completed_since``. A ``failed`` job never matches.
+        """
+        ...
+
+    async def insert_job(self, record: JobRecord) -> None:
+        """Store a new job with its documents verbatim and the datasource names it maps.
+
+        MUST raise :class:`ActiveDuplicateError` when ``record.dedup_active`` and another
+        active job has the same ``request_hash`` (a unique index over ``request_hash`` where
+        ``dedup_active``), so that of N concurrent inserts exactly one succeeds.
+        """
+        ...
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        """The job with this ID, else ``None``."""
+        ...
+
+    async def claim_job(self, job_id: str, now: datetime) -> bool:
+        """CAS ``pending → processing``, setting ``started_at = updated_at = now`` (§4.2).
+
+        ``True`` for exactly one caller; ``False`` when the job is not ``pending``.
+        """
+        ...
+
+    async def complete_job(
+        self,
+        job_id: str,
+        *,
+        result_path: str,
+        result_hmac: str,
+        completed_at: datetime,
+        event: OutboxEvent,
+    ) -> bool:
+        """CAS ``processing → completed`` and insert ``event`` in ONE transaction (§4.3 step 6).
+
+        Sets ``result_path``, ``result_hmac``, ``completed_at = updated_at`` and clears
+        ``dedup_active``. When the CAS matches nothing it returns ``False`` and writes no
+        outbox row. After commit the store assigns pending ``feed_seq`` values (§2.12).
+        """
+        ...
+
+    async def fail_job(
+        self,
+        job_id: str,
+        *,
+        from_statuses: Sequence[JobStatus],
+        error: str,
+        completed_at: datetime,
+        event: OutboxEvent,
+    ) -> bool:
+        """CAS ``<one of from_statuses> → failed`` and insert ``event`` in ONE transaction.
+
+        ``from_statuses`` may hold only ``pending`` and ``processing`` (§4.1). Sets ``error``,
+        ``completed_at = updated_at`` and clears ``dedup_active``. Otherwise as
+        :meth:`complete_job`.
+        """
+        ...
+
+    async def reap_candidates(
+        self,
+        *,
+        pending_created_before: datetime,
+        processing_started_before: datetime,
+        limit: int,
+    ) -> list[JobRecord]:
+        """Jobs the §4.4 reaper may fail: ``pending`` with ``created_at`` before the first
+        bound, and ``processing`` with ``started_at`` before the second, oldest first.
+
+        The reaper passes the shortest possible processing threshold, checks each processing
+        job against its own ``timeoutSeconds`` (``limits_json``), and fails it with
+        :meth:`fail_job`, whose CAS makes a race with the Worker harmless.
+        """
+        ...
+
+    async def jobs_with_status(self, status: JobStatus) -> list[JobRecord]:
+        """Every job in ``status``, oldest first (embedded startup recovery, §4.4)."""
+        ...
+
+    # -- outbox and event feed (§8.6, §2.12) -----------------------------------------------
+
+    def claim_unsent(
+        self, *, created_before: datetime, limit: int
+    ) -> AbstractAsyncContextManager[OutboxBatch]:
+        """Claim up to ``limit`` unsent rows created before ``created_before``, oldest first.
+
+        While the context is open no other claimer gets these rows (PostgreSQL: ``FOR UPDATE
+        SKIP LOCKED`` in a transaction held by the context). Marks made through the batch
+        are committed when the context exits, also when its body raised.
+        """
+        ...
+
+    async def mark_sent(self, ce_ids: Sequence[str], at: datetime) -> None:
+        """Set ``sent_at = at`` on the rows with these ``ce_id`` values (the relay's ack)."""
+        ...
+
+    async def assign_feed_seq(self) -> int:
+        """Number committed rows lacking ``feed_seq`` in ``id`` order, gap-free (§2.12).
+
+        PostgreSQL holds ``pg_advisory_xact_lock(<constant>)`` for it; SQLite uses the rowid
+        and assigns nothing. Returns how many rows were numbered.
+        """
+        ...
+
+    async def read_feed(
+        self, *, after: int, limit: int, event_type: EventType | None = None
+    ) -> list[OutboxRow]:
+        """Rows with a ``feed_seq`` greater than ``after``, ascending by ``feed_seq``."""
+        ...
+
+    async def count_unsent(self) -> int:
+        """How many outbox rows have no ``sent_at``."""
+        ...

@@ -1,0 +1,163 @@
+"""Records the metadata store keeps: connections, jobs and outbox events (contract §2.5, §4, §8.6).
+
+These are plain values. Every timestamp is timezone-aware UTC, truncated to milliseconds by the
+caller before it is stored (Conventions); stores keep millisecond precision. Job request
+documents are JSON **text**, kept byte for byte so key order and number text round-trip (§4.7).
+Encrypted credentials never appear in ``repr`` (architecture rule 12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "JobStatus",
+    "EventType",
+    "SortOrder",
+    "MetadataValue",
+    "ConnectionRecord",
+    "ConnectionQuery",
+    "JobRecord",
+    "OutboxEvent",
+    "OutboxRow",
+]
+
+#: §4.1 job statuses.
+JobStatus = Literal["pending", "processing", "completed", "failed"]
+#: §4.1: the statuses in which ``dedup_active`` is true.
+ACTIVE_STATUSES: tuple[JobStatus, ...] = ("pending", "processing")
+#: §8.4 ``ce-eventtype`` values, also the event feed's ``type`` filter (§2.12).
+EventType = Literal["completed", "failed"]
+#: §2.6.2 ``sortOrder``.
+SortOrder = Literal["asc", "desc"]
+#: §2.5: connection metadata is flat; values are string, number, boolean or null.
+MetadataValue = str | int | float | bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionRecord:
+    """A stored connection (§2.5). ``metadata`` keeps its insertion order when stored.
+
+    ``password_encrypted`` and ``ssl_key_encrypted`` are ``base64(nonce ‖ ct ‖ tag)`` text with
+    the connection ID as AAD (§6.4); they are excluded from ``repr``.
+    """
+
+    id: str
+    config_name: str
+    type: str
+    database_name: str
+    created_at: datetime
+    updated_at: datetime
+    product_name: str | None = None
+    host: str | None = None
+    port: int | None = None
+    schema: str | None = None
+    user_name: str | None = None
+    password_encrypted: str | None = field(default=None, repr=False)
+    ssl_mode: str | None = None
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key_encrypted: str | None = field(default=None, repr=False)
+    encryption_key_version: str = "1"
+    metadata: dict[str, MetadataValue] = field(default_factory=dict)
+    deleted_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionQuery:
+    """One slice of the stored-connection sequence of §2.6.2 / §2.6.3.
+
+    ``offset``/``limit`` (not page numbers) let the Manager splice internal datasources in
+    front of the stored ones. ``created_from`` is inclusive, ``created_before`` exclusive.
+    ``metadata`` pairs are ANDed: a pair matches when the value is a string equal to it, or a
+    number or boolean whose JSON text equals it. ``product`` scopes to one product;
+    ``unassigned_only`` to connections with no product (§2.6.3). Deleted rows never match.
+    """
+
+    offset: int = 0
+    limit: int = 10
+    sort: SortOrder = "desc"
+    product: str | None = None
+    unassigned_only: bool = False
+    type: str | None = None
+    created_from: datetime | None = None
+    created_before: datetime | None = None
+    metadata: Sequence[tuple[str, str]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A job row (§4). The ``*_json`` documents are stored and returned as the exact text given.
+
+    ``connection_ids`` maps each stored datasource's ``configName`` to the connection ID
+    resolved at job creation (§4.7). ``dedup_active`` is true exactly while the status is
+    ``pending`` or ``processing`` (§3.8). ``error`` is the §4.5 failure text.
+    """
+
+    id: str
+    status: JobStatus
+    request_hash: str
+    mapped_fields_json: str
+    metadata_json: str
+    created_at: datetime
+    updated_at: datetime
+    filters_json: str | None = None
+    limits_json: str | None = None
+    connection_ids: dict[str, str] = field(default_factory=dict)
+    dedup_active: bool = True
+    result_path: str | None = None
+    result_hmac: str | None = None
+    error: str | None = None
+    request_id: str | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEvent:
+    """A terminal job event to write with its transition (§8.6).
+
+    ``ce_id`` is ``fetcher.job.<status>.<job_id>`` (§8.4) and is unique in the outbox. ``body``
+    is the exact payload bytes (§8.2, §8.3); ``headers`` are the eleven §8.4 CloudEvents
+    headers with ``ce-time`` = ``created_at`` (§2.12), in the given order.
+    """
+
+    ce_id: str
+    job_id: str
+    event_type: EventType
+    routing_key: str
+    body: bytes
+    headers: dict[str, str]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """A stored outbox row. ``feed_seq`` is ``None`` until assigned (§2.12)."""
+
+    id: int
+    feed_seq: int | None
+    ce_id: str
+    job_id: str
+    event_type: EventType
+    routing_key: str
+    body: bytes
+    headers: dict[str, str]
+    created_at: datetime
+    sent_at: datetime | None = None
+
+    def event(self) -> OutboxEvent:
+        """The event this row stores."""
+        return OutboxEvent(
+            ce_id=self.ce_id,
+            job_id=self.job_id,
+            event_type=self.event_type,
+            routing_key=self.routing_key,
+            body=self.body,
+            headers=self.headers,
+            created_at=self.created_at,
+        )

@@ -1,0 +1,100 @@
+"""The metadata store contract on PostgreSQL, plus PostgreSQL-only guarantees."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+
+from fetcher.adapters.store.postgres import PostgresMetadataStore
+from fetcher.services.ports import MetadataStore, StoreUnavailableError
+from tests.unit.store.store_contract import MS, T0, StoreContract, complete, processing_job
+
+pytestmark = pytest.mark.integration
+
+TABLES = "outbox, job_datasources, jobs, connections"
+
+
+@pytest.fixture
+async def store(postgres_dsn: str) -> AsyncIterator[PostgresMetadataStore]:
+    async with PostgresMetadataStore(postgres_dsn, max_size=8) as opened:
+        await opened.migrate()
+        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+            await conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY")
+        yield opened
+
+
+class TestPostgresStore(StoreContract):
+    """Every contract case, on PostgreSQL."""
+
+
+def test_postgres_store_satisfies_the_port() -> None:
+    port: MetadataStore = PostgresMetadataStore("host=x password=hunter2")
+    assert "hunter2" not in repr(port)
+
+
+async def test_concurrent_migrations_are_serialized(postgres_dsn: str) -> None:
+    stores = [PostgresMetadataStore(postgres_dsn, max_size=1) for _ in range(3)]
+    try:
+        for s in stores:
+            await s.open()
+        await asyncio.gather(*(s.migrate() for s in stores))
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_documents_are_text_columns(store: PostgresMetadataStore, postgres_dsn: str) -> None:
+    async with await psycopg.AsyncConnection.connect(postgres_dsn) as conn:
+        cur = await conn.execute(
+            "SELECT column_name, data_type FROM information_schema.columns"
+            " WHERE table_name = 'jobs' AND column_name LIKE %s ORDER BY column_name",
+            ("%_json",),
+        )
+        types: dict[str, str] = dict(await cur.fetchall())
+    assert set(types.values()) == {"text"}
+    assert len(types) == 5
+
+
+async def test_unreachable_server_is_unavailable_without_secrets() -> None:
+    dsn = "host=127.0.0.1 port=1 user=postgres password=s3cr3t-sentinel dbname=x"
+    store = PostgresMetadataStore(dsn, connect_timeout=0.5)
+    with pytest.raises(StoreUnavailableError) as caught:
+        await store.open()
+    assert "s3cr3t-sentinel" not in str(caught.value)
+    assert "s3cr3t-sentinel" not in repr(caught.value)
+    with pytest.raises(StoreUnavailableError):
+        await store.ping()
+    await store.close()
+
+
+async def test_process_lock_is_exclusive(store: PostgresMetadataStore, postgres_dsn: str) -> None:
+    assert await store.acquire_process_lock()
+    async with PostgresMetadataStore(postgres_dsn, max_size=1) as other:
+        assert not await other.acquire_process_lock()
+        await store.close()
+        assert await other.acquire_process_lock()
+
+
+async def test_concurrent_claims_skip_locked_rows(store: PostgresMetadataStore) -> None:
+    for i in range(4):
+        record = await processing_job(store, f"s{i}")
+        await complete(store, record.id)
+    async with (
+        store.claim_unsent(created_before=T0 + MS, limit=2) as first,
+        store.claim_unsent(created_before=T0 + MS, limit=10) as second,
+    ):
+        ids_first = {r.id for r in first.rows}
+        ids_second = {r.id for r in second.rows}
+    assert len(ids_first) == 2
+    assert len(ids_second) == 2
+    assert not ids_first & ids_second
+
+
+async def test_feed_seq_assigned_after_commit(store: PostgresMetadataStore) -> None:
+    record = await processing_job(store, "auto")
+    await complete(store, record.id)
+    feed = await store.read_feed(after=0, limit=10)
+    assert [(r.job_id, r.feed_seq) for r in feed] == [(record.id, 1)]

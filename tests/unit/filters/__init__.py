@@ -1,0 +1,1 @@
+"""Unit tests of the filter language (contract §3.4)."""

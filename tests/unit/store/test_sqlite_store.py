@@ -1,0 +1,61 @@
+"""The metadata store contract on SQLite (a temporary file; no network)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from fetcher.adapters.store._common import ts_text
+from fetcher.adapters.store.sqlite import SqliteMetadataStore
+from fetcher.services.ports import MetadataStore, StoreUnavailableError
+from tests.unit.store.store_contract import T0, StoreContract, connection
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteMetadataStore]:
+    async with SqliteMetadataStore(tmp_path / "metadata.db") as opened:
+        await opened.migrate()
+        yield opened
+
+
+class TestSqliteStore(StoreContract):
+    """Every contract case, on SQLite."""
+
+
+def test_sqlite_store_satisfies_the_port(tmp_path: Path) -> None:
+    port: MetadataStore = SqliteMetadataStore(tmp_path / "x.db")
+    assert "x.db" in repr(port)
+
+
+async def test_data_survives_reopen_and_migrations_are_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "metadata.db"
+    async with SqliteMetadataStore(path) as first:
+        await first.migrate()
+        await first.insert_connection(connection("kept"))
+    async with SqliteMetadataStore(path) as second:
+        await second.migrate()
+        assert await second.get_connection_by_name("kept") is not None
+        versions = await second._run(
+            lambda conn: conn.execute("SELECT version FROM schema_migrations").fetchall()
+        )
+        assert versions == [{"version": 1}]
+        mode = await second._run(lambda conn: conn.execute("PRAGMA journal_mode").fetchone())
+        assert mode == {"journal_mode": "wal"}
+
+
+async def test_closed_store_is_unavailable_and_close_is_idempotent(tmp_path: Path) -> None:
+    store = SqliteMetadataStore(tmp_path / "metadata.db")
+    with pytest.raises(StoreUnavailableError):
+        await store.ping()
+    await store.open()
+    await store.close()
+    await store.close()
+    with pytest.raises(StoreUnavailableError):
+        await store.ping()
+
+
+def test_timestamp_text_sorts_and_truncates() -> None:
+    assert ts_text(T0.replace(microsecond=999999)) == "2026-01-02T03:04:05.999Z"
+    assert ts_text(T0) < ts_text(T0.replace(second=6))
