@@ -1,0 +1,106 @@
+"""Shared pieces of the SQL connectors (contract §11.1, §11.3, §4.5).
+
+Each adapter keeps its own ``map_<engine>_errors()`` context manager (it knows its driver's
+exception types); this module holds what they share: the fixed §4.5 failure texts, the §11.1
+timeouts, the default batch size, the §11.3 exclusion predicates and the translation step
+itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+
+from fetcher.engine.errors import EngineError, ErrorCategory
+
+__all__ = [
+    "CONNECT_TIMEOUT_SECONDS",
+    "DEFAULT_BATCH_SIZE",
+    "DISCOVERY_TIMEOUT_SECONDS",
+    "Phase",
+    "engine_error",
+    "postgres_schema_excluded",
+    "postgres_table_excluded",
+    "sqlite_name_excluded",
+    "translate_errors",
+]
+
+#: §11.1: connect within 10 s.
+CONNECT_TIMEOUT_SECONDS = 10
+#: §11.1: discovery within 30 s.
+DISCOVERY_TIMEOUT_SECONDS = 30
+#: §4.3 step 3: rows are streamed in batches; the size is implementation-defined.
+DEFAULT_BATCH_SIZE = 10_000
+
+#: §11.3: PostgreSQL system schemas (``pg_toast*`` is matched by prefix).
+_PG_SYSTEM_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
+
+
+class Phase(StrEnum):
+    """Where a driver failure happened; it picks the §4.5 category and fixed text."""
+
+    CONNECT = "connect"
+    DISCOVER = "discover"
+    QUERY = "query"
+
+
+def engine_error(phase: Phase, datasource: str, detail: str | None = None) -> EngineError:
+    """The §4.5 ``EngineError`` for ``phase``; ``detail`` is driver text (hosts redact it)."""
+    if phase is Phase.CONNECT:
+        return EngineError(
+            ErrorCategory.CONNECT,
+            f"failed to connect to datasource '{datasource}'",
+            detail=detail,
+        )
+    if phase is Phase.DISCOVER:
+        return EngineError(
+            ErrorCategory.UNAVAILABLE,
+            f"failed to discover datasource schema '{datasource}'",
+            detail=detail,
+        )
+    return EngineError(
+        ErrorCategory.UNAVAILABLE, f"failed to query datasource '{datasource}'", detail=detail
+    )
+
+
+def _detail(exc: BaseException) -> str:
+    """Driver text for ``detail``: the exception text, or its type when the text is empty."""
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    text = str(exc).strip()
+    return text or type(exc).__name__
+
+
+@contextmanager
+def translate_errors(
+    phase: Phase, datasource: str, driver_errors: tuple[type[Exception], ...]
+) -> Iterator[None]:
+    """Turn ``driver_errors`` (plus ``OSError`` and timeouts) into the §4.5 ``EngineError``.
+
+    An ``EngineError`` raised inside passes through unchanged. The original exception is kept as
+    ``__cause__`` for debugging; only its text reaches ``detail``, never a DSN or password (the
+    connectors pass credentials as keyword arguments, which drivers do not echo).
+    """
+    caught: tuple[type[Exception], ...] = (*driver_errors, OSError, TimeoutError)
+    try:
+        yield
+    except EngineError:
+        raise
+    except caught as exc:
+        raise engine_error(phase, datasource, _detail(exc)) from exc
+
+
+def postgres_schema_excluded(schema: str) -> bool:
+    """§11.3: ``pg_catalog``, ``information_schema`` and ``pg_toast*`` are never discovered."""
+    return schema in _PG_SYSTEM_SCHEMAS or schema.startswith("pg_toast")
+
+
+def postgres_table_excluded(table: str) -> bool:
+    """§11.3: PostgreSQL tables named ``pg_*`` are system objects."""
+    return table.startswith("pg_")
+
+
+def sqlite_name_excluded(name: str) -> bool:
+    """§11.3: SQLite names starting ``sqlite_`` (SQLite reserves them case-insensitively)."""
+    return name.casefold().startswith("sqlite_")

@@ -1,0 +1,558 @@
+"""The PostgreSQL connector: psycopg 3, async (contract §11.1, §11.2, §11.3, §11.4, §5.3).
+
+* Connect (§2.9.1, §11.1): keyword arguments only (``hostaddr`` when the SSRF guard pinned an
+  address), a 10 s timeout, and the session settings ``default_transaction_read_only=on`` and
+  ``TimeZone=UTC``, plus ``IntervalStyle=iso_8601`` and ``DateStyle=ISO`` so that the text forms
+  the value loaders below read are fixed.
+* TLS (§11.2): ``ssl.mode`` → ``sslmode`` (default ``disable``); ``ssl.ca``/``cert``/``key`` →
+  ``sslrootcert``/``sslcert``/``sslkey`` through temporary files (``O_EXCL``, 0600, in
+  ``/dev/shm`` when available) that are unlinked right after the connect.
+* Values (§5.3): per-connection text-format loaders turn every PostgreSQL value straight into its
+  JSON-ready encoding, so array elements are encoded by the same rules as scalars.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from decimal import Decimal, InvalidOperation
+from types import TracebackType
+from typing import Any, ClassVar, Self
+from uuid import UUID
+
+import psycopg
+from psycopg.abc import AdaptContext, Buffer
+from psycopg.adapt import Loader
+from psycopg.pq import Format
+
+from fetcher.adapters.sql._common import (
+    CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_BATCH_SIZE,
+    DISCOVERY_TIMEOUT_SECONDS,
+    Phase,
+    engine_error,
+    postgres_schema_excluded,
+    postgres_table_excluded,
+    translate_errors,
+)
+from fetcher.engine.filters.sql import dialect_for, render_select
+from fetcher.engine.model import ConnectionDescriptor, TlsSettings
+from fetcher.engine.ports import Row, TableQuery
+from fetcher.engine.types import (
+    Column,
+    DiscoveredSchema,
+    EngineType,
+    TableSchema,
+    TypeFamily,
+)
+from fetcher.engine.values import (
+    encode_bytes,
+    encode_date,
+    encode_datetime,
+    encode_float,
+    encode_float32,
+    encode_interval,
+    encode_text,
+    encode_time,
+    encode_uuid,
+    encode_value,
+    parse_json_exact,
+)
+
+__all__ = ["PostgresConnector", "map_postgres_errors", "postgres_family"]
+
+#: §3.3: the PostgreSQL default schema ``d``.
+DEFAULT_SCHEMA = "public"
+
+#: §11.1 session settings; the last two fix the text forms the loaders parse.
+_SESSION_OPTIONS = (
+    "-c default_transaction_read_only=on -c TimeZone=UTC -c IntervalStyle=iso_8601 -c DateStyle=ISO"
+)
+
+AsyncConn = psycopg.AsyncConnection[tuple[Any, ...]]
+
+
+@contextmanager
+def map_postgres_errors(phase: Phase, datasource: str) -> Iterator[None]:
+    """Translate psycopg, socket and timeout failures into the §4.5 ``EngineError``."""
+    with translate_errors(phase, datasource, (psycopg.Error,)):
+        yield
+
+
+# --------------------------------------------------------------------------------------------
+# Type families (§11.4)
+# --------------------------------------------------------------------------------------------
+
+_FAMILY_BY_UDT: dict[str, TypeFamily] = {
+    **dict.fromkeys(("int2", "int4", "int8"), TypeFamily.INTEGER),
+    **dict.fromkeys(("numeric", "money"), TypeFamily.DECIMAL),
+    **dict.fromkeys(("float4", "float8"), TypeFamily.FLOAT),
+    "bool": TypeFamily.BOOLEAN,
+    **dict.fromkeys(
+        ("text", "varchar", "bpchar", "char", "name", "citext", "xml"), TypeFamily.TEXT
+    ),
+    "date": TypeFamily.DATE,
+    "timestamp": TypeFamily.TIMESTAMP,
+    "timestamptz": TypeFamily.TIMESTAMPTZ,
+    **dict.fromkeys(("time", "timetz"), TypeFamily.TIME),
+    "uuid": TypeFamily.UUID,
+    **dict.fromkeys(("json", "jsonb"), TypeFamily.JSON),
+    "bytea": TypeFamily.BYTES,
+}
+
+#: Array element types whose values the connection can load element by element; any other
+#: array (enums, citext, user types) is selected as ``text[]``.
+_LOADABLE_ARRAYS = frozenset(
+    f"_{name}"
+    for name in (
+        *_FAMILY_BY_UDT,
+        "interval",
+        "inet",
+        "cidr",
+        "oid",
+    )
+    if name not in {"money", "citext"}
+)
+
+
+def postgres_family(data_type: str, udt_name: str, *, is_enum: bool = False) -> Column:
+    """§11.4: the family and native type of a column from ``information_schema.columns``.
+
+    ``native_type`` is ``data_type`` for built-in types (``money``, ``real``, ``interval`` …)
+    and ``udt_name`` for arrays and user-defined types (``_int4``, ``citext``, enum names).
+    The ``name`` of the returned column is empty; callers replace it.
+    """
+    native = udt_name if data_type in {"ARRAY", "USER-DEFINED"} else data_type
+    if data_type == "ARRAY":
+        family = TypeFamily.ARRAY
+    elif is_enum:
+        family = TypeFamily.TEXT
+    else:
+        family = _FAMILY_BY_UDT.get(udt_name, TypeFamily.OTHER)
+    return Column(name="", family=family, native_type=native)
+
+
+# --------------------------------------------------------------------------------------------
+# Value loaders (§5.3): text format in, JSON-ready value out
+# --------------------------------------------------------------------------------------------
+
+
+def _text(data: Buffer) -> str:
+    """The raw text form of a value, with invalid UTF-8 replaced (§5.3 Text row)."""
+    return bytes(data).decode("utf-8", "replace")
+
+
+class _TextLoader(Loader):
+    """text, varchar, char, name, xml and every type without a loader: a sanitized string."""
+
+    format = Format.TEXT
+
+    def load(self, data: Buffer) -> Any:
+        return encode_text(_text(data))
+
+
+class _NumericLoader(Loader):
+    """numeric: PostgreSQL's own text is the exact decimal with the scale kept, no exponent,
+    and ``NaN``/``Infinity``/``-Infinity`` spelled as §5.3 wants."""
+
+    format = Format.TEXT
+
+    def load(self, data: Buffer) -> Any:
+        return _text(data)
+
+
+class _Float4Loader(Loader):
+    """real: the shortest text that round-trips as a float32 (§5.3)."""
+
+    format = Format.TEXT
+
+    def load(self, data: Buffer) -> Any:
+        return encode_float32(float(_text(data)))
+
+
+class _Float8Loader(Loader):
+    """double precision: shortest round-trip; NaN and infinities as strings (§5.3)."""
+
+    format = Format.TEXT
+
+    def load(self, data: Buffer) -> Any:
+        return encode_float(float(_text(data)))
+
+
+class _JsonLoader(Loader):
+    """json/jsonb: parsed, numbers keeping their source text (§5.3)."""
+
+    format = Format.TEXT
+
+    def load(self, data: Buffer) -> Any:
+        return parse_json_exact(_text(data))
+
+
+class _DelegatingLoader(Loader):
+    """Loads with psycopg's stock loader, then encodes; a value the stock loader or the encoder
+    cannot represent (``infinity``, BC dates, years past 9999, ``24:00:00``) keeps the engine's
+    text form, as §5.3 asks for dates and timestamps."""
+
+    format = Format.TEXT
+    datetime_like: ClassVar[bool] = True
+
+    def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
+        super().__init__(oid, context)
+        stock = psycopg.adapters.get_loader(oid, Format.TEXT)
+        self._stock = stock(oid, context) if stock is not None else None
+
+    def load(self, data: Buffer) -> Any:
+        if self._stock is None or (self.datetime_like and _special_datetime(_text(data))):
+            return encode_text(_text(data))
+        try:
+            return self.encode(self._stock.load(data))
+        except (ValueError, OverflowError, psycopg.DataError):
+            return encode_text(_text(data))
+
+    def encode(self, value: Any) -> object:
+        """The §5.3 encoding of the stock loader's value."""
+        raise NotImplementedError
+
+
+def _special_datetime(text: str) -> bool:
+    """``infinity``, BC and five-digit-year values: kept as the engine's text (§5.3)."""
+    head = text.split("-", 1)[0]
+    return "infinity" in text or text.endswith(" BC") or (head.isdigit() and len(head) > 4)
+
+
+class _DateLoader(_DelegatingLoader):
+    def encode(self, value: Any) -> object:
+        return encode_date(value)
+
+
+class _DateTimeLoader(_DelegatingLoader):
+    def encode(self, value: Any) -> object:
+        return encode_datetime(value)
+
+
+class _TimeLoader(_DelegatingLoader):
+    def encode(self, value: Any) -> object:
+        return encode_time(value)
+
+
+class _ByteaLoader(_DelegatingLoader):
+    datetime_like = False
+
+    def encode(self, value: Any) -> object:
+        return encode_bytes(value)
+
+
+class _UuidLoader(Loader):
+    format = Format.TEXT
+
+    def load(self, data: Buffer) -> Any:
+        return encode_uuid(UUID(_text(data)))
+
+
+_ISO_INTERVAL = re.compile(
+    r"P(?:(?P<y>-?\d+)Y)?(?:(?P<mo>-?\d+)M)?(?:(?P<d>-?\d+)D)?"
+    r"(?:T(?:(?P<h>-?\d+)H)?(?:(?P<mi>-?\d+)M)?(?:(?P<s>-?\d+(?:\.\d+)?)S)?)?"
+)
+
+
+def parse_iso_interval(text: str) -> tuple[int, int, int] | None:
+    """PostgreSQL's ``IntervalStyle=iso_8601`` output → ``(months, days, microseconds)``.
+
+    Each component carries its own sign (``P-1DT-2H``); ``None`` when the text does not match.
+    """
+    match = _ISO_INTERVAL.fullmatch(text)
+    if match is None:
+        return None
+    part = {k: v or "0" for k, v in match.groupdict().items()}
+    months = int(part["y"]) * 12 + int(part["mo"])
+    try:
+        seconds = Decimal(part["s"])
+    except InvalidOperation:
+        return None
+    micros = (int(part["h"]) * 3600 + int(part["mi"]) * 60) * 1_000_000
+    micros += int(seconds * 1_000_000)
+    return months, int(part["d"]), micros
+
+
+class _IntervalLoader(Loader):
+    """interval: an ISO 8601 duration with §5.3 signs, from months, days and microseconds."""
+
+    format = Format.TEXT
+
+    def load(self, data: Buffer) -> Any:
+        text = _text(data)
+        parts = parse_iso_interval(text)
+        return text if parts is None else encode_interval(*parts)
+
+
+_LOADERS: dict[str, type[Loader]] = {
+    **dict.fromkeys(("text", "varchar", "bpchar", "name", '"char"', "xml"), _TextLoader),
+    "numeric": _NumericLoader,
+    "float4": _Float4Loader,
+    "float8": _Float8Loader,
+    **dict.fromkeys(("json", "jsonb"), _JsonLoader),
+    "date": _DateLoader,
+    **dict.fromkeys(("timestamp", "timestamptz"), _DateTimeLoader),
+    **dict.fromkeys(("time", "timetz"), _TimeLoader),
+    "bytea": _ByteaLoader,
+    "uuid": _UuidLoader,
+    "interval": _IntervalLoader,
+}
+
+
+def install_loaders(conn: AsyncConn) -> None:
+    """Register the §5.3 loaders on one connection (never globally)."""
+    adapters = conn.adapters
+    adapters.register_loader(0, _TextLoader)  # unknown types: their text form
+    for name, loader in _LOADERS.items():
+        adapters.register_loader(name, loader)
+
+
+def _finish(value: object) -> object:
+    """Last pass over a loaded value: lists recurse; driver objects without a §5.3 loader
+    (``inet``, ranges …) go through the generic encoder."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, list):
+        return [_finish(item) for item in value]
+    return encode_value(value)
+
+
+def _identity(value: object) -> object:
+    return value
+
+
+def _converter(column: Column) -> Callable[[object], object]:
+    """Parsed JSON (and JSON arrays) is final as loaded; everything else gets ``_finish``."""
+    if column.family is TypeFamily.JSON or column.native_type in {"_json", "_jsonb"}:
+        return _identity
+    return _finish
+
+
+# --------------------------------------------------------------------------------------------
+# SQL
+# --------------------------------------------------------------------------------------------
+
+_CATALOG_SQL = """
+SELECT t.table_schema::text, t.table_name::text, c.column_name::text, c.data_type::text,
+       c.udt_name::text,
+       EXISTS (
+           SELECT 1 FROM pg_catalog.pg_type AS ty
+           JOIN pg_catalog.pg_namespace AS ns ON ns.oid = ty.typnamespace
+           WHERE ty.typname = c.udt_name AND ns.nspname = c.udt_schema AND ty.typtype = 'e'
+       ) AS is_enum
+FROM information_schema.tables AS t
+LEFT JOIN information_schema.columns AS c
+       ON c.table_schema = t.table_schema AND c.table_name = t.table_name
+WHERE t.table_type IN ('BASE TABLE', 'VIEW') AND t.table_schema = ANY(%s)
+ORDER BY t.table_schema, t.table_name, c.ordinal_position
+"""
+
+
+def quote_ident(name: str) -> str:
+    """§3.4: ``"x"`` with ``"`` doubled, and ``%`` doubled for the ``%s`` paramstyle."""
+    return '"' + name.replace('"', '""').replace("%", "%%") + '"'
+
+
+def _cast_for(column: Column) -> str:
+    """The outer cast a projected column needs: ``money[]`` → ``numeric[]`` (§5.3, never a
+    locale string; ``render_select`` already casts scalar ``money``) and arrays without element
+    loaders (enums, citext, user types) → ``text[]``."""
+    if column.native_type == "_money":
+        return "numeric[]"
+    if column.family is TypeFamily.ARRAY and column.native_type not in _LOADABLE_ARRAYS:
+        return "text[]"
+    return ""
+
+
+def select_sql(query: TableQuery) -> tuple[str, list[object]]:
+    """The rendered SELECT (quoted identifiers, bound parameters), wrapped in an outer SELECT
+    when a column needs a cast; the row keys stay the catalog names."""
+    dialect = dialect_for(EngineType.POSTGRESQL)
+    sql, params = render_select(
+        dialect, query.table.schema, query.table.name, query.columns, query.filters
+    )
+    casts = [_cast_for(column) for column in query.columns]
+    if not any(casts):
+        return sql, list(params)
+    exprs = ", ".join(
+        f"{quote_ident(c.name)}::{cast} AS {quote_ident(c.name)}" if cast else quote_ident(c.name)
+        for c, cast in zip(query.columns, casts, strict=True)
+    )
+    wrapped = f'SELECT {exprs} FROM ({sql}) AS "fetcher_rows"'  # noqa: S608 - quoted identifiers
+    return wrapped, list(params)
+
+
+# --------------------------------------------------------------------------------------------
+# TLS files (§11.2)
+# --------------------------------------------------------------------------------------------
+
+
+def _secret_dir() -> str:
+    """A tmpfs directory when one is usable (``/dev/shm``), else the system temp directory."""
+    shm = "/dev/shm"  # noqa: S108 - tmpfs on purpose (§11.2); files are O_EXCL and 0600
+    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return tempfile.gettempdir()
+
+
+def _write_secret_file(pem: str, paths: list[str]) -> str:
+    path = os.path.join(_secret_dir(), f"fetcher-{secrets.token_hex(16)}.pem")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o600)
+    paths.append(path)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(pem)
+    return path
+
+
+@contextmanager
+def tls_files(tls: TlsSettings | None) -> Iterator[dict[str, str]]:
+    """libpq ``sslrootcert``/``sslcert``/``sslkey`` paths for the PEMs of ``tls``, unlinked on
+    exit. Nothing is written when the mode is ``disable`` (or empty)."""
+    paths: list[str] = []
+    params: dict[str, str] = {}
+    try:
+        if tls is not None and (tls.mode or "disable") != "disable":
+            for param, pem in (("sslrootcert", tls.ca), ("sslcert", tls.cert), ("sslkey", tls.key)):
+                if pem:
+                    params[param] = _write_secret_file(pem, paths)
+        yield params
+    finally:
+        for path in paths:
+            with suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+# --------------------------------------------------------------------------------------------
+# The connector
+# --------------------------------------------------------------------------------------------
+
+
+class PostgresConnector:
+    """A read-only psycopg 3 session on one PostgreSQL datasource (the ``Connector`` port)."""
+
+    def __init__(
+        self,
+        connection: ConnectionDescriptor,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        pinned_address: str | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        self._connection = connection
+        self._batch_size = batch_size
+        self._pinned_address = pinned_address
+        self._conn: AsyncConn | None = None
+
+    @property
+    def _name(self) -> str:
+        return self._connection.config_name
+
+    async def __aenter__(self) -> Self:
+        with map_postgres_errors(Phase.CONNECT, self._name):
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                self._conn = await self._open()
+        return self
+
+    async def _open(self) -> AsyncConn:
+        """§2.9.1: every connection parameter is its own keyword argument."""
+        c = self._connection
+        tls = c.ssl
+        with tls_files(tls) as tls_params:
+            conn = await psycopg.AsyncConnection.connect(
+                host=c.host,
+                hostaddr=self._pinned_address,
+                port=c.port if c.port is not None else 5432,
+                dbname=c.database,
+                user=c.username,
+                password=c.password,
+                sslmode=(tls.mode if tls is not None and tls.mode else "disable"),
+                connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                options=_SESSION_OPTIONS,
+                client_encoding="UTF8",
+                application_name="fetcher",
+                sslrootcert=tls_params.get("sslrootcert"),
+                sslcert=tls_params.get("sslcert"),
+                sslkey=tls_params.get("sslkey"),
+                autocommit=True,
+            )
+        install_loaders(conn)
+        return conn
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with suppress(psycopg.Error, OSError):
+                await conn.close()
+
+    def _require(self, phase: Phase) -> AsyncConn:
+        if self._conn is None or self._conn.closed:
+            raise engine_error(phase, self._name, "connection is not open")
+        return self._conn
+
+    async def probe(self) -> None:
+        """§2.6.7: ``SELECT 1``; a failure is a connect failure."""
+        conn = self._require(Phase.CONNECT)
+        with map_postgres_errors(Phase.CONNECT, self._name):
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                await conn.execute("SELECT 1")
+
+    async def discover(self, schemas: Sequence[str]) -> DiscoveredSchema:
+        """§11.1/§11.3: tables and views of ``schemas``, system objects excluded, in 30 s."""
+        conn = self._require(Phase.DISCOVER)
+        scope = sorted({s for s in schemas if not postgres_schema_excluded(s)})
+        if not scope:
+            return DiscoveredSchema(default_schema=DEFAULT_SCHEMA)
+        with map_postgres_errors(Phase.DISCOVER, self._name):
+            async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
+                cursor = await conn.execute(_CATALOG_SQL, [scope])
+                rows = await cursor.fetchall()
+        return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=_tables_from(rows))
+
+    async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
+        """Rows through a server-side cursor, ``batch_size`` at a time, encoded per §5.3."""
+        conn = self._require(Phase.QUERY)
+        sql, params = select_sql(query)
+        names = [column.name for column in query.columns]
+        converters = [_converter(column) for column in query.columns]
+        with map_postgres_errors(Phase.QUERY, self._name):
+            async with conn.transaction():
+                cursor_name = f"fetcher_{secrets.token_hex(8)}"
+                async with conn.cursor(name=cursor_name) as cursor:
+                    await cursor.execute(sql, params)
+                    while batch := await cursor.fetchmany(self._batch_size):
+                        yield [
+                            {
+                                name: convert(value)
+                                for name, convert, value in zip(names, converters, row, strict=True)
+                            }
+                            for row in batch
+                        ]
+
+
+def _tables_from(rows: Sequence[tuple[Any, ...]]) -> tuple[TableSchema, ...]:
+    """Group catalog rows into ``TableSchema`` values; ``pg_*`` tables are dropped (§11.3)."""
+    grouped: dict[tuple[str, str], list[Column]] = {}
+    for schema, table, column, data_type, udt_name, is_enum in rows:
+        if postgres_schema_excluded(schema) or postgres_table_excluded(table):
+            continue
+        columns = grouped.setdefault((schema, table), [])
+        if column is not None:
+            typed = postgres_family(data_type, udt_name, is_enum=bool(is_enum))
+            columns.append(Column(column, typed.family, typed.native_type))
+    return tuple(
+        TableSchema(schema=schema, name=table, columns=tuple(columns))
+        for (schema, table), columns in grouped.items()
+    )

@@ -1,0 +1,425 @@
+"""The streaming writer of the result document (contract §5.4, spools §4.3.1).
+
+Layout (§5.4): 2-space indentation, one member or element per line, ``": "`` after keys, keys
+sorted by code point at every level, only ``"``, ``\\`` and characters below U+0020 escaped
+(``\\n \\r \\t \\b \\f``, others ``\\u00xx`` in lower-case hex), integral floats keep ``.0`` or an
+exponent, and no trailing newline. Datasources sit at depth 1, tables at depth 2, rows at depth 3::
+
+    {
+      "ds": {
+        "t": [
+          {
+            "a": 1
+          }
+        ],
+        "u": []
+      }
+    }
+
+Each datasource's value (``{…}``) is written into its own :class:`~fetcher.engine.ports.Spool` by
+a :class:`DatasourceWriter`; :func:`write_document` later frames the spools in key order into the
+sink, and :func:`document_size` gives the exact total from the spool sizes (§4.3 step 4). Nothing
+holds the whole document.
+
+Speed: a container (row, nested object or array) whose items are all plain scalars goes through
+CPython's C encoder (``_json``, stdlib) with ``",\\n" + indentation`` as item separator; raw
+newlines only occur there, since strings escape them. Python 3.11's ``json.dumps(indent=...)``
+is not C-accelerated, so it is not used. Everything else (nesting, :class:`ExactNumber
+<fetcher.engine.values.ExactNumber>`, non-finite floats, huge integers) goes through a small
+pure-Python encoder with the same output. :func:`dumps_document` is a reference that uses only
+the Python encoder and an escaper written from §5.4; tests compare the two byte for byte.
+"""
+
+from __future__ import annotations
+
+import math
+from _json import encode_basestring as _c_escape
+from _json import make_encoder as _c_make_encoder
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Final
+
+from fetcher.engine.ports import ResultSink, Row, Spool
+from fetcher.engine.values import ExactNumber, encode_text, encode_value
+
+__all__ = [
+    "DatasourceWriter",
+    "MemorySpool",
+    "ROW_DEPTH",
+    "document_size",
+    "dumps_document",
+    "encode_row",
+    "write_document",
+]
+
+#: Nesting depth of a row object: document → datasource → table → array (§5.4).
+ROW_DEPTH: Final = 3
+_INDENT: Final = "  "
+_NON_FINITE: Final[dict[str, str]] = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
+_FLAT_TYPES: Final = frozenset({str, int, float, bool, type(None)})
+#: Integers with more digits than this are formatted through ``Decimal`` (CPython's str limit).
+_SAFE_INT_DIGITS: Final = 4000
+_SAFE_INT_BOUND: Final = 10**_SAFE_INT_DIGITS
+
+#: §5.4 string escaping, written from the rule itself (used by :func:`dumps_document`).
+_SPEC_ESCAPES: Final[dict[int, str]] = {
+    **{c: f"\\u{c:04x}" for c in range(0x20)},
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+    ord("\b"): "\\b",
+    ord("\f"): "\\f",
+    ord('"'): '\\"',
+    ord("\\"): "\\\\",
+}
+
+
+def _spec_escape(s: str) -> str:
+    """A JSON string literal per §5.4, straight from the rule."""
+    return '"' + s.translate(_SPEC_ESCAPES) + '"'
+
+
+#: CPython's C string escaper; its output equals :func:`_spec_escape` (tested).
+_escape: Final[Callable[[str], str]] = _c_escape
+
+
+def _to_utf8(text: str) -> bytes:
+    """UTF-8 bytes; unpaired surrogates become U+FFFD (§5.3 text row), never an error."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return encode_text(text).encode("utf-8")
+
+
+def _int_text(value: int) -> str:
+    """Decimal integer text (§5.4 Integers), including integers beyond CPython's str limit."""
+    if -_SAFE_INT_BOUND < value < _SAFE_INT_BOUND:
+        return int.__repr__(value)
+    return str(Decimal(value))
+
+
+def _float_text(value: float) -> str:
+    """Shortest round-trip text (§5.4 Floats); non-finite values as the §5.3 strings."""
+    text = float.__repr__(value)
+    return text if math.isfinite(value) else _NON_FINITE[text]
+
+
+def _scalar_text(value: object, escape: Callable[[str], str]) -> str | None:
+    """The JSON text of a scalar, or ``None`` when ``value`` is a container or unknown."""
+    if value is None or value is True or value is False:
+        return "null" if value is None else ("true" if value else "false")
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, int):
+        return _int_text(value)
+    if isinstance(value, float):
+        return _float_text(value)
+    return value.text if isinstance(value, ExactNumber) else None
+
+
+def _encode_into(value: object, level: int, out: list[str], escape: Callable[[str], str]) -> None:
+    """Append the §5.4 text of ``value`` (its first line already positioned at ``level``)."""
+    text = _scalar_text(value, escape)
+    if text is None and escape is _escape:
+        text = _flat_text(value, level)
+    if text is not None:
+        out.append(text)
+    elif isinstance(value, Mapping):
+        _encode_mapping(value, level, out, escape)
+    elif isinstance(value, list | tuple):
+        _encode_sequence(value, level, out, escape)
+    else:  # not JSON-ready: apply the default §5.3 encoding, which always yields JSON-ready
+        _encode_into(encode_value(value), level, out, escape)
+
+
+def _key_text(key: object) -> str:
+    """A member key as text; non-``str`` keys are converted as the C encoder does."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool):
+        return "null" if key is None else ("true" if key else "false")
+    return str(key)
+
+
+def _encode_mapping(
+    value: Mapping[str, object], level: int, out: list[str], escape: Callable[[str], str]
+) -> None:
+    """An object: members sorted by code point (§5.4 Keys), one per line."""
+    if not value:
+        out.append("{}")
+        return
+    items = sorted((_key_text(k), v) for k, v in value.items())
+    inner = "\n" + _INDENT * (level + 1)
+    separator = "{" + inner
+    for key, member in items:
+        out.append(separator + escape(key) + ": ")
+        _encode_into(member, level + 1, out, escape)
+        separator = "," + inner
+    out.append("\n" + _INDENT * level + "}")
+
+
+def _encode_sequence(
+    value: Sequence[object], level: int, out: list[str], escape: Callable[[str], str]
+) -> None:
+    """An array: one element per line (§5.4 Layout)."""
+    if not value:
+        out.append("[]")
+        return
+    inner = "\n" + _INDENT * (level + 1)
+    separator = "[" + inner
+    for element in value:
+        out.append(separator)
+        _encode_into(element, level + 1, out, escape)
+        separator = "," + inner
+    out.append("\n" + _INDENT * level + "]")
+
+
+def _reject(value: object) -> object:
+    """``default`` of the C encoder: any non-JSON type sends the value to the Python encoder."""
+    raise TypeError(type(value).__name__)
+
+
+def _flat_encoder(level: int) -> Callable[[object, int], list[str]]:
+    """The C encoder for a flat container at ``level``: items separated by ``,\\n`` plus the
+    indentation of ``level + 1``. A flat container has only scalar items, so the separator is
+    the only place a raw newline goes."""
+    encoder = _FLAT_ENCODERS.get(level)
+    if encoder is None:
+        separator = ",\n" + _INDENT * (level + 1)
+        # (markers, default, escaper, indent, key_sep, item_sep, sort_keys, skipkeys, allow_nan)
+        encoder = _c_make_encoder(None, _reject, _escape, None, ": ", separator, True, False, False)
+        _FLAT_ENCODERS[level] = encoder
+    return encoder
+
+
+_FLAT_ENCODERS: Final[dict[int, Callable[[object, int], list[str]]]] = {}
+
+
+def _flat_text(value: object, level: int) -> str | None:
+    """The §5.4 text of a ``dict``/``list``/``tuple`` whose items are all plain scalars, through
+    the C encoder; ``None`` for anything else, or a value the C encoder refuses (non-finite
+    float, huge integer, mixed keys)."""
+    items: Iterable[object]
+    if type(value) is dict:
+        items = value.values()
+    elif type(value) is list or type(value) is tuple:
+        items = value
+    else:
+        return None
+    if not _FLAT_TYPES.issuperset(map(type, items)):
+        return None
+    try:
+        text = "".join(_flat_encoder(level)(value, 0))
+    except (TypeError, ValueError):
+        return None
+    if len(text) == 2:  # {} or []
+        return text
+    return text[0] + "\n" + _INDENT * (level + 1) + text[1:-1] + "\n" + _INDENT * level + text[-1]
+
+
+def encode_row(row: Row, depth: int) -> str:
+    """One row object (§5.4) whose opening brace sits at ``depth`` (rows: :data:`ROW_DEPTH`).
+
+    The result has no leading indentation; its closing brace is indented to ``depth``. Keys are
+    ``str`` (the ``Row`` type). Plain-scalar containers use the C encoder; the rest (nested
+    values, :class:`~fetcher.engine.values.ExactNumber`, non-finite floats) the Python one.
+    """
+    text = _flat_text(row, depth)
+    if text is not None:
+        return text
+    out: list[str] = []
+    _encode_mapping(row, depth, out, _escape)
+    return "".join(out)
+
+
+def _key_bytes(key: str) -> bytes:
+    """A member key as §5.4 JSON string bytes."""
+    return _to_utf8(_escape(key))
+
+
+class DatasourceWriter:
+    """Streams ONE datasource's object value (``{…}``, the text after ``"<ds>": `` at depth 1)
+    into a spool (§4.3.1), buffering up to ``buffer_bytes`` before each spool write.
+
+    Call ``open_table`` in sorted key order, ``write_rows`` any number of times, ``close_table``,
+    and finally ``close`` (closing brace and flush). The spool's contents then equal this
+    datasource's part of the §5.4 bytes.
+    """
+
+    def __init__(self, spool: Spool, *, buffer_bytes: int = 65536) -> None:
+        self._spool = spool
+        self._buffer_bytes = buffer_bytes
+        self._chunks: list[bytes] = []
+        self._buffered = 0
+        self._flushed = 0
+        self._rows = 0
+        self._tables = 0
+        self._table_rows = 0
+        self._open_key: str | None = None
+        self._last_key: str | None = None
+        self._closed = False
+        self._append("{")
+
+    @property
+    def row_count(self) -> int:
+        """Rows written so far over all tables (§5.4 ``row_count``)."""
+        return self._rows
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes produced so far, including those still buffered."""
+        return self._flushed + self._buffered
+
+    async def open_table(self, key: str) -> None:
+        """Start the array of table ``key``; keys must come in strictly increasing order."""
+        self._check_open(table_open=False)
+        if self._last_key is not None and not self._last_key < key:
+            raise ValueError("tables must be opened in strictly increasing key order")
+        prefix = ",\n" if self._tables else "\n"
+        self._append_bytes(_to_utf8(prefix + _INDENT * 2) + _key_bytes(key) + b": [")
+        self._open_key = self._last_key = key
+        self._tables += 1
+        self._table_rows = 0
+        await self._maybe_flush()
+
+    async def write_rows(self, rows: Sequence[Row]) -> None:
+        """Append rows (already §5.3-encoded) to the open table."""
+        self._check_open(table_open=True)
+        if not rows:
+            return
+        separator = ",\n" + _INDENT * ROW_DEPTH
+        prefix = separator if self._table_rows else separator[1:]
+        self._append(prefix + separator.join([encode_row(row, ROW_DEPTH) for row in rows]))
+        self._table_rows += len(rows)
+        self._rows += len(rows)
+        await self._maybe_flush()
+
+    async def close_table(self) -> None:
+        """End the open table's array (``[]`` when it had no rows)."""
+        self._check_open(table_open=True)
+        self._append("\n" + _INDENT * 2 + "]" if self._table_rows else "]")
+        self._open_key = None
+        await self._maybe_flush()
+
+    async def close(self) -> None:
+        """Write the closing brace and flush everything into the spool."""
+        self._check_open(table_open=False)
+        self._append("\n" + _INDENT + "}" if self._tables else "}")
+        self._closed = True
+        await self._flush()
+
+    def _check_open(self, *, table_open: bool) -> None:
+        if self._closed:
+            raise RuntimeError("datasource writer is closed")
+        if (self._open_key is not None) != table_open:
+            raise RuntimeError("a table is open" if not table_open else "no table is open")
+
+    def _append(self, text: str) -> None:
+        self._append_bytes(_to_utf8(text))
+
+    def _append_bytes(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._buffered += len(data)
+
+    async def _maybe_flush(self) -> None:
+        if self._buffered >= self._buffer_bytes:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        if not self._chunks:
+            return
+        data = b"".join(self._chunks)
+        self._chunks.clear()
+        self._buffered = 0
+        await self._spool.write(data)
+        self._flushed += len(data)
+
+
+def _frame_prefix(index: int, key: str) -> bytes:
+    """The framing before datasource ``index``'s value: separator, indentation, key, ``": "``."""
+    return (b",\n  " if index else b"\n  ") + _key_bytes(key) + b": "
+
+
+def _frame_suffix(count: int) -> bytes:
+    """The framing after the last datasource (``{}`` when there are none)."""
+    return b"\n}" if count else b"}"
+
+
+def document_size(parts: Sequence[tuple[str, int]]) -> int:
+    """Exact total bytes of the §5.4 document from (datasource key, part size) in key order,
+    framing included (§4.3 step 4, §4.3.1 Size)."""
+    framing = 1 + len(_frame_suffix(len(parts)))
+    return framing + sum(len(_frame_prefix(i, key)) + size for i, (key, size) in enumerate(parts))
+
+
+async def write_document(parts: Sequence[tuple[str, Spool]], sink: ResultSink) -> int:
+    """Write the framing and each spool's bytes, in the given (key) order, into ``sink``
+    (§4.3 step 5). Returns the number of bytes written.
+
+    Raises ``ValueError`` if a spool yields a different byte count than its ``size``, since the
+    size limit and ``size_bytes`` were computed from it.
+    """
+    written = 0
+    pending = b"{"
+    for index, (key, spool) in enumerate(parts):
+        pending += _frame_prefix(index, key)
+        await sink.write(pending)
+        written += len(pending)
+        pending = b""
+        expected, produced = spool.size, 0
+        async for chunk in spool.read():
+            if chunk:
+                await sink.write(chunk)
+                produced += len(chunk)
+        if produced != expected:
+            raise ValueError(f"spool of {key!r} yielded {produced} bytes, expected {expected}")
+        written += produced
+    pending += _frame_suffix(len(parts))
+    await sink.write(pending)
+    return written + len(pending)
+
+
+def dumps_document(doc: Mapping[str, Mapping[str, Sequence[Row]]]) -> bytes:
+    """The whole §5.4 document in one call (keys sorted here): a reference for tests and small
+    callers. It uses the pure-Python encoder and the escaping written from §5.4 itself."""
+    out: list[str] = []
+    logical = {
+        ds: {table: list(rows) for table, rows in tables.items()} for ds, tables in doc.items()
+    }
+    _encode_mapping(logical, 0, out, _spec_escape)
+    return _to_utf8("".join(out))
+
+
+class MemorySpool:
+    """An in-memory :class:`~fetcher.engine.ports.Spool` (tests, small results)."""
+
+    def __init__(self) -> None:
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._closed = False
+
+    @property
+    def size(self) -> int:
+        """Bytes written so far."""
+        return self._size
+
+    async def write(self, data: bytes) -> None:
+        """Append ``data``."""
+        if self._closed:
+            raise RuntimeError("spool is closed")
+        self._chunks.append(bytes(data))
+        self._size += len(data)
+
+    async def read(self) -> AsyncIterator[bytes]:
+        """Yield everything written, in order."""
+        for chunk in list(self._chunks):
+            yield chunk
+
+    def getvalue(self) -> bytes:
+        """Everything written, as one ``bytes``."""
+        return b"".join(self._chunks)
+
+    async def close(self) -> None:
+        """Discard the held data (safe to call twice)."""
+        self._chunks.clear()
+        self._closed = True

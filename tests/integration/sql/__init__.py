@@ -1,0 +1,1 @@
+"""Integration tests of the PostgreSQL connector against the machine's server."""

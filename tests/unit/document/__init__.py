@@ -1,0 +1,1 @@
+"""Unit tests of the result document writer and the value encoders (contract §5)."""
