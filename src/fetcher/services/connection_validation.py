@@ -1,0 +1,653 @@
+"""Validation of connection bodies and of ``X-Product-Name`` (contract §2.4, §2.5, §2.6, §11.2).
+
+Create (§2.6.1 steps 3-5) and PATCH (§2.6.5 steps 3 and 7) share one pipeline over a
+camelCase record:
+
+1. unknown fields → ``400 FET-0400`` (``fields`` maps each path to ``unexpected field``);
+2. required fields absent, null or blank → ``400 FET-0402`` listing only the missing ones;
+3. invalid values → ``400 FET-0001`` ``Bad Request`` listing every invalid field; when the
+   only problems are metadata rules → FET-0410/0411/0412; when the only problem is the
+   ``ssl.mode`` vocabulary → ``400 FET-0413``.
+
+PATCH merges the body into the stored record first (§2.6.5): an absent field is unchanged,
+``null`` clears ``schema``/``ssl``/``metadata`` and is invalid elsewhere, ``ssl`` and
+``metadata`` replace the stored value, and a change of ``type`` to ``SQLITE`` clears the stored
+``host``, ``port``, ``userName`` and ``password``. A required field *sent* blank is invalid,
+not missing. Stored values that the body does not touch are re-checked only for cross-field
+consistency (type support and TLS vocabulary); stored secrets are never re-validated.
+
+The SQLITE location rule (§2.5.1) is the one check here that touches the file system.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import stat
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from fetcher.services.errors import (
+    EMPTY_BODY_MESSAGE,
+    ApiError,
+    bad_request,
+    invalid_header,
+    invalid_payload,
+    missing_fields,
+    unexpected_fields,
+)
+from fetcher.services.job_validation import MetadataProblem, metadata_error, metadata_problems
+
+__all__ = [
+    "CONNECTION_FIELDS",
+    "CONNECTION_TYPES",
+    "SQLITE_LOCATION_MESSAGE",
+    "SSL_FIELDS",
+    "SSL_MODES",
+    "ConnectionInput",
+    "SslInput",
+    "check_connection_fields",
+    "is_valid_host",
+    "sqlite_location_ok",
+    "validate_connection_create",
+    "validate_connection_patch",
+    "validate_product_header",
+]
+
+#: §2.5 connection types, in the order of the ``type`` message.
+CONNECTION_TYPES = ("POSTGRESQL", "MYSQL", "SQL_SERVER", "ORACLE", "MONGODB", "SQLITE")
+#: §11.2 TLS vocabularies (table order). ``""`` or absent selects the engine's off row.
+SSL_MODES: Mapping[str, tuple[str, ...]] = {
+    "POSTGRESQL": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "MYSQL": ("false", "true", "skip-verify", "preferred"),
+    "SQL_SERVER": ("disable", "false", "true", "strict"),
+    "ORACLE": ("disable", "false", "true", "enable", "verify", "skip-verify"),
+    "MONGODB": ("disable", "false", "true", "enable", "insecure"),
+}
+#: §2.5 input fields, in table order.
+CONNECTION_FIELDS = (
+    "configName",
+    "type",
+    "host",
+    "port",
+    "databaseName",
+    "schema",
+    "userName",
+    "password",
+    "ssl",
+    "metadata",
+)
+SSL_FIELDS = ("mode", "ca", "cert", "key")
+#: §2.5.1 (exact).
+SQLITE_LOCATION_MESSAGE = "databaseName must be a readable SQLite file in the allowed directory"
+
+_SQLITE = "SQLITE"
+_SQLITE_ONLY_ABSENT = ("host", "port", "userName", "password")
+_NULLABLE = frozenset({"schema", "ssl", "metadata"})
+_SCHEMA_TYPES = frozenset({"POSTGRESQL", "SQL_SERVER", "ORACLE"})
+_RESERVED_METADATA = ("serviceName", "authSource")
+_CONFIG_NAME = re.compile(r"[a-zA-Z0-9_-]+")
+_RESERVED_VALUE = re.compile(r"[A-Za-z0-9_.$-]{1,128}")
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_PRODUCT = re.compile(r"[a-z0-9_-]+")
+_DB_NAME_FORBIDDEN = frozenset("?#;=/\x00")
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_PEM_PREFIX = "-----BEGIN"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SslInput:
+    """Validated ``ssl`` settings. ``mode`` may be ``""`` (the off row) when PEM text is given."""
+
+    mode: str
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInput:
+    """A validated connection (§2.5): strings trimmed except ``password`` and PEM text.
+
+    ``password`` and ``ssl.key`` never appear in ``repr``. ``metadata`` is as sent (empty when
+    none). For ``SQLITE``, ``host``, ``port``, ``user_name`` and ``password`` are ``None``.
+    """
+
+    config_name: str
+    type: str
+    database_name: str
+    host: str | None = None
+    port: int | None = None
+    schema: str | None = None
+    user_name: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ssl: SslInput | None = None
+    metadata: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """How the host runs (§2.5.1) and, for PATCH, which fields the body sent."""
+
+    embedded: bool
+    sqlite_allowed_dir: str | None
+    metadata_store_path: str | None
+    sent: frozenset[str] | None = None  # None on create: every present field was sent
+
+    def was_sent(self, name: str) -> bool:
+        return self.sent is None or name in self.sent
+
+
+class _Invalid(Exception):
+    """One invalid value; ``message`` goes into ``fields``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class _KeptSecret:
+    """A stored password the caller did not hand over: it is kept, never re-validated."""
+
+
+_KEPT = _KeptSecret()
+
+
+# --- public entry points ------------------------------------------------------------------
+
+
+def check_connection_fields(body: Mapping[str, object]) -> None:
+    """§2.6.1 step 3 / §2.6.5 step 3: unknown top-level or ``ssl`` properties → FET-0400."""
+    unknown = [key for key in body if key not in CONNECTION_FIELDS]
+    ssl = body.get("ssl")
+    if isinstance(ssl, dict):
+        unknown += [f"ssl.{key}" for key in ssl if key not in SSL_FIELDS]
+    if unknown:
+        raise unexpected_fields(unknown)
+
+
+def validate_connection_create(
+    body: Mapping[str, object],
+    *,
+    embedded: bool,
+    sqlite_allowed_dir: str | None,
+    metadata_store_path: str | None,
+) -> ConnectionInput:
+    """§2.6.1 steps 3-5 on a decoded POST body."""
+    check_connection_fields(body)
+    ctx = _Context(embedded, sqlite_allowed_dir, metadata_store_path)
+    return _validate(dict(body), ctx, null_errors={})
+
+
+def validate_connection_patch(
+    stored: ConnectionInput,
+    body: Mapping[str, object],
+    *,
+    embedded: bool,
+    sqlite_allowed_dir: str | None,
+    metadata_store_path: str | None,
+) -> ConnectionInput:
+    """§2.6.5 steps 2 (``{}``), 3 and 7: validate ``body`` merged into ``stored``.
+
+    ``stored.password`` may be ``None`` when the caller keeps the stored ciphertext: the
+    merged result then has ``password=None`` unless the body sends one. Callers re-encrypt
+    only when ``"password" in body``, and clear stored credentials when the result's type is
+    ``SQLITE``. ``stored.ssl.key`` may likewise be left out; ``ssl`` is replaced only when sent.
+    """
+    if not body:
+        raise invalid_payload(EMPTY_BODY_MESSAGE)
+    check_connection_fields(body)
+    values, null_errors = _merge(stored, body)
+    ctx = _Context(embedded, sqlite_allowed_dir, metadata_store_path, sent=frozenset(body))
+    return _validate(values, ctx, null_errors=null_errors)
+
+
+def validate_product_header(value: str | None, *, required: bool) -> str | None:
+    """§2.4: the normalized (trimmed, lower-cased) ``X-Product-Name``, or ``None`` when an
+    optional header is absent. Each violation → ``400 FET-0403`` with its exact message."""
+    if value is None or not value.strip():
+        if required:
+            raise invalid_header("X-Product-Name header is required and must not be empty")
+        if value is None:
+            return None
+        raise invalid_header("X-Product-Name header must not be empty or whitespace-only")
+    normalized = value.strip().lower()
+    if len(normalized) > 100:
+        raise invalid_header("X-Product-Name must not exceed 100 characters")
+    if _PRODUCT.fullmatch(normalized) is None:
+        raise invalid_header(
+            "X-Product-Name can only contain alphanumeric characters, underscores, and hyphens"
+        )
+    return normalized
+
+
+def is_valid_host(host: str) -> bool:
+    """§2.5 ``host``: an RFC 1123 name (one trailing dot allowed), IPv4, or bracket-less IPv6.
+
+    A name whose last label is all digits is rejected: resolvers read such text as an IPv4
+    address in a legacy form (``127.1``, ``2130706433``), which is not a valid literal.
+    """
+    if not host or len(host) > 253:
+        return False
+    if ":" in host:
+        return "%" not in host and _parses(ipaddress.IPv6Address, host)
+    if _parses(ipaddress.IPv4Address, host):
+        return True
+    labels = (host[:-1] if host.endswith(".") else host).split(".")
+    if not all(_HOST_LABEL.fullmatch(label) for label in labels):
+        return False
+    return not labels[-1].isdigit()
+
+
+def sqlite_location_ok(
+    path: str, *, allowed_dir: str, metadata_store_path: str | None = None
+) -> bool:
+    """§2.5.1 location rules: an absolute path whose realpath lies inside
+    ``realpath(allowed_dir)`` and names a regular, readable SQLite file that is not the metadata
+    store's own file. Hosts call it again before every open (the re-check row)."""
+    if not os.path.isabs(path):
+        return False
+    try:
+        real = os.path.realpath(path)
+        base = os.path.realpath(allowed_dir)
+        if real == base or os.path.commonpath([real, base]) != base:
+            return False
+        info = os.stat(real)
+        if not stat.S_ISREG(info.st_mode) or _is_metadata_store(info, metadata_store_path):
+            return False
+        with open(real, "rb") as handle:
+            return handle.read(len(_SQLITE_HEADER)) == _SQLITE_HEADER
+    except (OSError, ValueError):
+        return False
+
+
+# --- merge (PATCH) ------------------------------------------------------------------------
+
+
+def _stored_values(stored: ConnectionInput) -> dict[str, object]:
+    """The stored record in body shape; ``None`` fields are absent."""
+    values: dict[str, object] = {
+        "configName": stored.config_name,
+        "type": stored.type,
+        "databaseName": stored.database_name,
+    }
+    optional = {
+        "host": stored.host,
+        "port": stored.port,
+        "schema": stored.schema,
+        "userName": stored.user_name,
+        "ssl": stored.ssl,
+        "metadata": dict(stored.metadata) if stored.metadata else None,
+    }
+    values.update({k: v for k, v in optional.items() if v is not None})
+    if stored.type != _SQLITE:
+        values["password"] = stored.password if stored.password is not None else _KEPT
+    return values
+
+
+def _merge(
+    stored: ConnectionInput, body: Mapping[str, object]
+) -> tuple[dict[str, object], dict[str, str]]:
+    """§2.6.5 merge semantics. Returns the merged record and the ``cannot be null`` errors."""
+    values = _stored_values(stored)
+    null_errors: dict[str, str] = {}
+    for name, value in body.items():
+        if value is None and name not in _NULLABLE:
+            null_errors[name] = f"{name} cannot be null"
+        elif value is None:
+            values.pop(name, None)
+        else:
+            values[name] = value
+    new_type = body.get("type")
+    if isinstance(new_type, str) and new_type.strip() == _SQLITE and stored.type != _SQLITE:
+        for name in _SQLITE_ONLY_ABSENT:
+            if name not in body:
+                values.pop(name, None)
+    return values, null_errors
+
+
+# --- the shared pipeline ------------------------------------------------------------------
+
+
+def _validate(
+    values: dict[str, object], ctx: _Context, *, null_errors: Mapping[str, str]
+) -> ConnectionInput:
+    missing = _missing(values, ctx)
+    if missing:
+        raise missing_fields(missing)
+    return _Checker(values, ctx, null_errors).run()
+
+
+def _is_blank(value: object) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _raw_type(values: Mapping[str, object]) -> str | None:
+    value = values.get("type")
+    return value.strip() if isinstance(value, str) else None
+
+
+def _missing(values: Mapping[str, object], ctx: _Context) -> list[str]:
+    """§2.5 required fields (absent, null or blank), ``ssl.mode`` and Oracle ``serviceName``.
+
+    On PATCH a field the body sent is never missing: blank or null is an invalid value there.
+    """
+    kind = _raw_type(values)
+    required = ["configName", "type", "host", "port", "databaseName", "userName", "password"]
+    if kind == _SQLITE:
+        required = [name for name in required if name not in _SQLITE_ONLY_ABSENT]
+    missing = [
+        name
+        for name in required
+        if not (ctx.sent is not None and name in ctx.sent) and _is_blank(values.get(name))
+    ]
+    ssl = values.get("ssl")
+    if isinstance(ssl, dict) and ssl and ssl.get("mode") is None:
+        missing.append("ssl.mode")
+    metadata = values.get("metadata")
+    if kind == "ORACLE" and _oracle_service_missing(metadata):
+        missing.append("metadata.serviceName")
+    return missing
+
+
+def _oracle_service_missing(metadata: object) -> bool:
+    """§2.5: ``ORACLE`` needs a non-blank ``metadata.serviceName`` (a wrong type is invalid)."""
+    if metadata is None:
+        return True
+    return isinstance(metadata, dict) and _is_blank(metadata.get("serviceName"))
+
+
+class _Checker:
+    """§2.5 step 5: collects every invalid value, then raises the one error §2.3 selects."""
+
+    def __init__(
+        self, values: Mapping[str, object], ctx: _Context, null_errors: Mapping[str, str]
+    ) -> None:
+        self.values = values
+        self.ctx = ctx
+        self.errors: dict[str, str] = dict(null_errors)
+        self.metadata_issues: list[MetadataProblem] = []
+        self.ssl_mode_error: str | None = None
+
+    def check(self, path: str, rule: Callable[[object], T], value: object) -> T | None:
+        """Apply ``rule``; record its message under ``path`` when it fails."""
+        if path in self.errors:
+            return None
+        try:
+            return rule(value)
+        except _Invalid as exc:
+            self.errors[path] = exc.message
+            return None
+
+    def run(self) -> ConnectionInput:
+        config_name = self.check("configName", _config_name, self.values.get("configName"))
+        kind = self.check("type", self._type, self.values.get("type"))
+        database = self.check("databaseName", self._database(kind), self.values.get("databaseName"))
+        credentials = self._credentials(kind)
+        schema = self.check("schema", _schema(kind), self.values.get("schema"))
+        ssl = self.check("ssl", self._ssl(kind), self.values.get("ssl"))
+        metadata = self.check("metadata", self._metadata, self.values.get("metadata"))
+        self._raise_if_invalid()
+        if config_name is None or kind is None or database is None:  # pragma: no cover
+            raise RuntimeError("a required connection field escaped validation")
+        host, port, user_name, password = credentials
+        return ConnectionInput(
+            config_name=config_name,
+            type=kind,
+            database_name=database,
+            host=host,
+            port=port,
+            schema=schema,
+            user_name=user_name,
+            password=password,
+            ssl=ssl,
+            metadata=metadata or {},
+        )
+
+    def _raise_if_invalid(self) -> None:
+        """§2.5: FET-0001 with every invalid field; else metadata codes; else FET-0413."""
+        if self.errors:
+            fields = dict(self.errors)
+            if self.ssl_mode_error:
+                fields.setdefault("ssl.mode", self.ssl_mode_error)
+            for issue in self.metadata_issues:
+                fields.setdefault(issue.path, issue.message)
+            raise bad_request(fields)
+        if self.metadata_issues:
+            raise metadata_error(self.metadata_issues)
+        if self.ssl_mode_error:
+            raise ApiError(
+                "FET-0413", self.ssl_mode_error, fields={"ssl.mode": self.ssl_mode_error}
+            )
+
+    # -- type, credentials and database --------------------------------------------------
+
+    def _type(self, value: object) -> str:
+        text = value.strip() if isinstance(value, str) else None
+        if text is None or text not in CONNECTION_TYPES:
+            raise _Invalid(f"type must be one of [{' '.join(CONNECTION_TYPES)}]")
+        if text == _SQLITE and not self.ctx.embedded:
+            raise _Invalid("SQLITE connections are only supported in embedded mode")
+        if text == _SQLITE and not self.ctx.sqlite_allowed_dir:
+            raise _Invalid("SQLITE connections are disabled")
+        return text
+
+    def _credentials(
+        self, kind: str | None
+    ) -> tuple[str | None, int | None, str | None, str | None]:
+        """``host``, ``port``, ``userName`` and ``password``; none of them for SQLITE."""
+        if kind is None and _raw_type(self.values) == _SQLITE:
+            return None, None, None, None  # SQLITE refused: the ``type`` error says it all
+        if kind == _SQLITE:
+            for name in _SQLITE_ONLY_ABSENT:
+                if name in self.values and self.ctx.was_sent(name):
+                    self.errors.setdefault(name, f"{name} is not supported for type SQLITE")
+            return None, None, None, None
+        host = self.check("host", _host, self.values.get("host"))
+        port = self.check("port", _port, self.values.get("port"))
+        user_name = self.check("userName", _user_name, self.values.get("userName"))
+        password = self.check("password", _password, self.values.get("password"))
+        return host, port, user_name, password
+
+    def _database(self, kind: str | None) -> Callable[[object], str]:
+        def rule(value: object) -> str:
+            text = _required_string("databaseName", value)
+            if len(text) > 255:
+                raise _Invalid("databaseName must not exceed 255 characters")
+            if kind == _SQLITE:
+                return self._sqlite_database(text)
+            if _raw_type(self.values) == _SQLITE:  # SQLITE refused: no path rule to apply
+                return text
+            if any(c in _DB_NAME_FORBIDDEN or (c.isspace() and c != " ") for c in text):
+                raise _Invalid("databaseName contains invalid characters")
+            return text
+
+        return rule
+
+    def _sqlite_database(self, path: str) -> str:
+        if "\x00" in path:
+            raise _Invalid("databaseName contains invalid characters")
+        allowed = self.ctx.sqlite_allowed_dir
+        if allowed is None or not sqlite_location_ok(
+            path, allowed_dir=allowed, metadata_store_path=self.ctx.metadata_store_path
+        ):
+            raise _Invalid(SQLITE_LOCATION_MESSAGE)
+        return path
+
+    # -- ssl ------------------------------------------------------------------------------
+
+    def _ssl(self, kind: str | None) -> Callable[[object], SslInput | None]:
+        def rule(value: object) -> SslInput | None:
+            if isinstance(value, SslInput):  # stored and untouched: consistency only
+                parsed: SslInput | None = value
+            elif value is None or value == {}:
+                return None
+            elif not isinstance(value, dict):
+                raise _Invalid("ssl must be an object")
+            else:
+                parsed = self._ssl_object(value)
+            if parsed is not None and kind == _SQLITE:
+                raise _Invalid("ssl is not supported for type SQLITE")
+            if parsed is not None and kind is not None and kind in SSL_MODES:
+                self._check_ssl_mode(kind, parsed.mode)
+            return parsed
+
+        return rule
+
+    def _ssl_object(self, value: Mapping[str, object]) -> SslInput | None:
+        mode = self.check("ssl.mode", _ssl_mode_text, value.get("mode"))
+        pem = {
+            name: self.check(f"ssl.{name}", _pem(name), value.get(name))
+            for name in ("ca", "cert", "key")
+        }
+        if (pem["cert"] is None) != (pem["key"] is None) and not any(
+            f"ssl.{n}" in self.errors for n in ("cert", "key")
+        ):
+            absent = "ssl.key" if pem["key"] is None else "ssl.cert"
+            self.errors[absent] = "ssl.cert and ssl.key must be provided together"
+        if mode is None:
+            return None
+        if mode == "" and not any(pem.values()):
+            return None  # {"mode": ""} alone is stored as absent
+        return SslInput(mode=mode, ca=pem["ca"], cert=pem["cert"], key=pem["key"])
+
+    def _check_ssl_mode(self, kind: str, mode: str) -> None:
+        vocabulary = SSL_MODES[kind]
+        if mode and mode not in vocabulary:
+            self.ssl_mode_error = f"ssl.mode must be one of [{' '.join(vocabulary)}]"
+
+    # -- metadata -------------------------------------------------------------------------
+
+    def _metadata(self, value: object) -> dict[str, object] | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise _Invalid("metadata must be an object")
+        self.metadata_issues = metadata_problems(value)
+        for key in _RESERVED_METADATA:
+            item = value.get(key)
+            if item is None or isinstance(item, dict | list):
+                continue
+            if not isinstance(item, str) or _RESERVED_VALUE.fullmatch(item) is None:
+                self.errors[f"metadata.{key}"] = f"metadata.{key} contains invalid characters"
+        return value
+
+
+# --- field rules --------------------------------------------------------------------------
+
+
+def _parses(kind: Callable[[str], object], text: str) -> bool:
+    try:
+        kind(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _required_string(name: str, value: object) -> str:
+    """A trimmed, non-blank string (a blank value here was *sent* blank on PATCH)."""
+    if not isinstance(value, str):
+        raise _Invalid(f"{name} must be a string")
+    text = value.strip()
+    if not text:
+        raise _Invalid(f"{name} must not be blank")
+    return text
+
+
+def _config_name(value: object) -> str:
+    if not isinstance(value, str):
+        raise _Invalid("configName must be a string")
+    text = value.strip()
+    if not 3 <= len(text) <= 100:
+        raise _Invalid("configName must be between 3 and 100 characters")
+    if _CONFIG_NAME.fullmatch(text) is None:
+        raise _Invalid(
+            "configName can only contain alphanumeric characters, underscores, and hyphens"
+        )
+    return text
+
+
+def _host(value: object) -> str:
+    if not isinstance(value, str) or not is_valid_host(value.strip()):
+        raise _Invalid("host must be a valid hostname or IP address")
+    return value.strip()
+
+
+def _port(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid("port must be an integer")
+    if not 1 <= value <= 65535:
+        raise _Invalid("port must be between 1 and 65535")
+    return value
+
+
+def _user_name(value: object) -> str:
+    text = _required_string("userName", value)
+    if len(text) > 128:
+        raise _Invalid("userName must not exceed 128 characters")
+    return text
+
+
+def _password(value: object) -> str | None:
+    """Never trimmed; a kept stored password is not re-validated."""
+    if isinstance(value, _KeptSecret):
+        return None
+    if not isinstance(value, str):
+        raise _Invalid("password must be a string")
+    if not value.strip():
+        raise _Invalid("password must not be blank")
+    if not 1 <= len(value) <= 1024:
+        raise _Invalid("password must be between 1 and 1024 characters")
+    return value
+
+
+def _schema(kind: str | None) -> Callable[[object], str | None]:
+    def rule(value: object) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise _Invalid("schema must be a string")
+        text = value.strip()
+        if not text:
+            return None
+        if len(text) > 128:
+            raise _Invalid("schema must not exceed 128 characters")
+        if kind is not None and kind not in _SCHEMA_TYPES:
+            raise _Invalid(f"schema is not supported for type {kind}")
+        return text
+
+    return rule
+
+
+def _ssl_mode_text(value: object) -> str:
+    if not isinstance(value, str):
+        raise _Invalid("ssl.mode must be a string")
+    return value.strip()
+
+
+def _pem(name: str) -> Callable[[object], str | None]:
+    def rule(value: object) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise _Invalid(f"ssl.{name} must be a string")
+        if not value.startswith(_PEM_PREFIX):
+            raise _Invalid(f"ssl.{name} must be PEM text beginning with {_PEM_PREFIX}")
+        return value
+
+    return rule
+
+
+def _is_metadata_store(info: os.stat_result, metadata_store_path: str | None) -> bool:
+    """§2.5.1: the metadata store's own file, by path or by inode (hard links included)."""
+    if not metadata_store_path:
+        return False
+    try:
+        store = os.stat(os.path.realpath(metadata_store_path))
+    except (OSError, ValueError):
+        return False
+    return (store.st_dev, store.st_ino) == (info.st_dev, info.st_ino)

@@ -1,0 +1,339 @@
+"""Manager-side validation of a ``POST /v1/fetcher`` body (contract §3.1-§3.6, §3.8).
+
+:func:`validate_job_request` runs §3.6 steps 3-12 in order on a body that ``parse_json_object``
+has already decoded (steps 1-2); the first failing step raises its :class:`ApiError`. On
+success it returns a :class:`ValidatedJob` with the request hash of §3.8. Table, field and
+filter-reference checks against a schema belong to the Worker and are not made here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import cast
+
+from fetcher.engine.errors import EngineError
+from fetcher.engine.filters.ast import FilterSpec
+from fetcher.engine.filters.parse import FilterReferenceError, parse_filters
+from fetcher.engine.limits import LIMIT_NAMES, Limits
+from fetcher.services.errors import (
+    ApiError,
+    Title,
+    invalid_data_request,
+    invalid_filter_references,
+    missing_fields,
+    unexpected_fields,
+)
+
+__all__ = [
+    "MAX_FIELD_NAME",
+    "MAX_TABLE_NAME",
+    "MappedFields",
+    "MetadataProblem",
+    "ValidatedJob",
+    "canonical_request",
+    "metadata_error",
+    "metadata_problems",
+    "request_hash",
+    "validate_job_request",
+]
+
+#: §3.2: table keys and field entries are at most 256 characters.
+MAX_TABLE_NAME = 256
+MAX_FIELD_NAME = 256
+#: §2.5 metadata: keys 1-100 characters, string values ≤ 2,000 characters.
+MAX_METADATA_KEY = 100
+MAX_METADATA_VALUE = 2000
+
+#: ``{configName: {table: [field, …]}}`` as submitted.
+MappedFields = Mapping[str, Mapping[str, list[str]]]
+
+_TOP_LEVEL = frozenset({"dataRequest", "metadata"})
+_DATA_REQUEST = frozenset({"mappedFields", "filters", "limits"})
+_NO_FILTERS: FilterSpec = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedJob:
+    """A job body that passed §3.6 steps 3-12.
+
+    ``mapped_fields`` and ``metadata`` are as submitted; ``raw_filters`` and ``raw_limits`` are
+    the submitted objects when non-empty, else ``None``; ``limits`` are the effective limits;
+    ``source`` is ``lower(trim(metadata.source))`` (§3.7).
+    """
+
+    mapped_fields: MappedFields
+    filters: FilterSpec
+    limits: Limits
+    metadata: Mapping[str, object]
+    source: str
+    request_hash: str
+    raw_filters: Mapping[str, object] | None = None
+    raw_limits: Mapping[str, object] | None = None
+
+
+def validate_job_request(body: Mapping[str, object], *, max_limits: Limits) -> ValidatedJob:
+    """Run §3.6 steps 3-12 on ``body`` against the configured maxima ``max_limits``."""
+    _check_unknown_properties(body)  # step 3
+    data_request, raw_mapped = _check_mapped_fields_present(body)  # steps 4, 4a
+    mapped = _check_mapped_fields_shape(raw_mapped)  # step 5
+    raw_limits = _non_empty_object(data_request.get("limits"), "limits")
+    limits = _effective_limits(raw_limits, max_limits)  # step 6
+    _check_counts(mapped, limits)  # step 7
+    metadata, source = _check_metadata(body)  # steps 8-11
+    raw_filters = _non_empty_object(data_request.get("filters"), "filters")
+    filters = _parse_filters(raw_filters, mapped)  # step 12
+    canonical = canonical_request(mapped, metadata, filters=raw_filters, limits=raw_limits)
+    return ValidatedJob(
+        mapped_fields=mapped,
+        filters=filters,
+        limits=limits,
+        metadata=metadata,
+        source=source,
+        request_hash=request_hash(canonical),
+        raw_filters=raw_filters,
+        raw_limits=raw_limits,
+    )
+
+
+# --- step 3 -------------------------------------------------------------------------------
+
+
+def _check_unknown_properties(body: Mapping[str, object]) -> None:
+    """Step 3: unknown properties at the top level, in ``dataRequest`` and in ``limits``."""
+    unknown = [key for key in body if key not in _TOP_LEVEL]
+    data_request = body.get("dataRequest")
+    if isinstance(data_request, dict):
+        unknown += [f"dataRequest.{k}" for k in data_request if k not in _DATA_REQUEST]
+        limits = data_request.get("limits")
+        if isinstance(limits, dict):
+            unknown += [f"dataRequest.limits.{k}" for k in limits if k not in LIMIT_NAMES]
+    if unknown:
+        raise unexpected_fields(unknown)
+
+
+# --- steps 4 and 4a -----------------------------------------------------------------------
+
+
+def _check_mapped_fields_present(
+    body: Mapping[str, object],
+) -> tuple[Mapping[str, object], dict[str, object]]:
+    """Steps 4 and 4a: ``dataRequest`` and ``mappedFields`` present, non-null, objects."""
+    data_request = body.get("dataRequest")
+    if data_request is None:
+        raise missing_fields(["dataRequest"])
+    if isinstance(data_request, dict) and data_request.get("mappedFields") is None:
+        raise missing_fields(["dataRequest.mappedFields"])
+    if not isinstance(data_request, dict):
+        raise invalid_data_request("dataRequest must be an object")
+    mapped = data_request["mappedFields"]
+    if not isinstance(mapped, dict):
+        raise invalid_data_request("mappedFields must be an object")
+    return data_request, mapped
+
+
+# --- step 5 -------------------------------------------------------------------------------
+
+
+def _name_problem(name: str, what: str, limit: int | None = None) -> str | None:
+    """§3.2 name rule: non-blank, no surrounding whitespace, at most ``limit`` characters."""
+    if not name.strip():
+        return f"{what} must not be blank"
+    if name != name.strip():
+        return f"{what} '{name}' must not have leading or trailing whitespace"
+    if limit is not None and len(name) > limit:
+        return f"{what} '{name}' must not exceed {limit} characters"
+    return None
+
+
+def _check_mapped_fields_shape(mapped: Mapping[str, object]) -> MappedFields:
+    """Step 5: §3.2 shape, names, wildcard and empty-datasource rules, datasource by datasource."""
+    if not mapped:
+        raise invalid_data_request("mappedFields cannot be empty")
+    for ds, tables in mapped.items():
+        problem = _name_problem(ds, "datasource name")
+        if problem:
+            raise invalid_data_request(problem)
+        if not isinstance(tables, dict):
+            raise invalid_data_request(f"mappedFields for datasource '{ds}' must be an object")
+        for table, entries in tables.items():
+            _check_table(ds, table, entries)
+        if not any(tables.values()):
+            raise invalid_data_request(
+                f"datasource '{ds}' must have at least one table with fields"
+            )
+    return cast(MappedFields, mapped)
+
+
+def _check_table(ds: str, table: str, entries: object) -> None:
+    problem = _name_problem(table, f"table name in datasource '{ds}'", MAX_TABLE_NAME)
+    if problem:
+        raise invalid_data_request(problem)
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise invalid_data_request(f"fields of '{ds}.{table}' must be an array of strings")
+    for entry in entries:
+        problem = _name_problem(entry, f"field name in '{ds}.{table}'", MAX_FIELD_NAME)
+        if problem:
+            raise invalid_data_request(problem)
+    if "*" in entries and len(entries) > 1:
+        raise invalid_data_request(
+            f"wildcard '*' must be the only entry in the field list for '{ds}.{table}'"
+        )
+
+
+# --- steps 6 and 7 ------------------------------------------------------------------------
+
+
+def _non_empty_object(value: object, name: str) -> dict[str, object] | None:
+    """``null`` or ``{}`` → ``None``; another non-object → FET-0401."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise invalid_data_request(f"{name} must be an object")
+    return value or None
+
+
+def _effective_limits(raw: Mapping[str, object] | None, max_limits: Limits) -> Limits:
+    """Step 6: §3.5 lowering rules; the engine's messages are the contract's."""
+    try:
+        return max_limits.lowered(raw)
+    except EngineError as exc:
+        raise invalid_data_request(exc.message) from exc
+
+
+def _check_counts(mapped: MappedFields, limits: Limits) -> None:
+    """Step 7: §3.5 counts against the effective limits (fields counted before dedup)."""
+    if len(mapped) > limits.max_datasources:
+        raise invalid_data_request(
+            f"Maximum {limits.max_datasources} datasources allowed per job, got {len(mapped)}"
+        )
+    for ds, tables in mapped.items():
+        if len(tables) > limits.max_tables_per_datasource:
+            raise invalid_data_request(
+                f"Maximum {limits.max_tables_per_datasource} tables allowed per datasource, "
+                f"got {len(tables)} for '{ds}'"
+            )
+        for table, entries in tables.items():
+            if len(entries) > limits.max_fields_per_table:
+                raise invalid_data_request(
+                    f"Maximum {limits.max_fields_per_table} fields allowed per table, "
+                    f"got {len(entries)} for '{ds}.{table}'"
+                )
+
+
+# --- steps 8 to 11 ------------------------------------------------------------------------
+
+
+def _check_metadata(body: Mapping[str, object]) -> tuple[dict[str, object], str]:
+    """Steps 8-11: ``metadata`` object, ``metadata.source`` present and non-blank, flatness."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, dict):
+        message = "metadata is required and must contain 'source' field"
+        raise ApiError(
+            "FET-0402", message, fields={"metadata": message}, title=Title.MISSING_REQUIRED_FIELD
+        )
+    source = metadata.get("source")
+    if source is None:
+        message = "metadata.source is required for job notification routing"
+        raise ApiError(
+            "FET-0402",
+            message,
+            fields={"metadata.source": message},
+            title=Title.MISSING_REQUIRED_FIELD,
+        )
+    if not isinstance(source, str) or not source.strip():
+        message = "metadata.source must be a non-empty string"
+        raise ApiError(
+            "FET-0402",
+            message,
+            fields={"metadata.source": message},
+            title=Title.INVALID_FIELD_VALUE,
+        )
+    problems = metadata_problems(metadata)
+    if problems:
+        raise metadata_error(problems)
+    return metadata, source.strip().lower()
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataProblem:
+    """One §2.2 metadata violation: its FET code, its ``metadata.<key>`` path and message."""
+
+    code: str
+    path: str
+    message: str
+
+
+def metadata_problems(metadata: Mapping[str, object]) -> list[MetadataProblem]:
+    """§2.5 metadata rules, each key in order: key length (FET-0412), nesting (FET-0410), then
+    string length (FET-0411). At most one problem per key."""
+    problems: list[MetadataProblem] = []
+    for key, value in metadata.items():
+        path = f"metadata.{key}"
+        if not 1 <= len(key) <= MAX_METADATA_KEY:
+            problems.append(
+                MetadataProblem("FET-0412", path, "metadata key must be 1 to 100 characters")
+            )
+        elif isinstance(value, dict | list):
+            problems.append(
+                MetadataProblem(
+                    "FET-0410", path, "metadata value must be a string, number, boolean or null"
+                )
+            )
+        elif isinstance(value, str) and len(value) > MAX_METADATA_VALUE:
+            problems.append(
+                MetadataProblem("FET-0411", path, "metadata value must not exceed 2000 characters")
+            )
+    return problems
+
+
+def metadata_error(problems: list[MetadataProblem]) -> ApiError:
+    """The error for the first problem's code, listing every key with that same code."""
+    code = problems[0].code
+    same = [p for p in problems if p.code == code]
+    return ApiError(code, same[0].message, fields={p.path: p.message for p in same})
+
+
+# --- step 12 ------------------------------------------------------------------------------
+
+
+def _parse_filters(raw: Mapping[str, object] | None, mapped: MappedFields) -> FilterSpec:
+    """Step 12: §3.4 filter shape, operators, arity, value counts and datasource references."""
+    if raw is None:
+        return _NO_FILTERS
+    try:
+        return parse_filters(raw, mapped)
+    except FilterReferenceError as exc:
+        raise invalid_filter_references(exc.message) from exc
+    except EngineError as exc:
+        raise invalid_data_request(exc.message) from exc
+
+
+# --- §3.8 request hash --------------------------------------------------------------------
+
+
+def canonical_request(
+    mapped_fields: Mapping[str, object],
+    metadata: Mapping[str, object],
+    *,
+    filters: Mapping[str, object] | None = None,
+    limits: Mapping[str, object] | None = None,
+) -> dict[str, object]:
+    """§3.8 canonical object ``{"dataRequest": D, "metadata": M}``; empty parts are left out."""
+    data_request: dict[str, object] = {"mappedFields": mapped_fields}
+    if filters:
+        data_request["filters"] = filters
+    if limits:
+        data_request["limits"] = limits
+    return {"dataRequest": data_request, "metadata": metadata}
+
+
+def request_hash(body_parts: Mapping[str, object]) -> str:
+    """§3.8: SHA-256 (lower-case hex) of the canonical object serialized with sorted keys."""
+    text = json.dumps(
+        body_parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
