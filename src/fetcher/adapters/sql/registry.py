@@ -1,0 +1,52 @@
+"""The connector registry over the SQL adapters (the engine's ``ConnectorRegistry`` port)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fetcher.adapters.sql.postgres import PostgresConnector
+from fetcher.adapters.sql.sqlite import SqliteConnector
+from fetcher.engine import ConnectionDescriptor, Connector, EngineError, ErrorCategory
+from fetcher.engine.types import EngineType
+
+__all__ = ["SqlConnectorRegistry"]
+
+
+class SqlConnectorRegistry:
+    """Builds unopened connectors by type.
+
+    ``sqlite_allowed_dir`` confines stored ``SQLITE`` connections (§2.5.1); internal ones are
+    operator-configured and not confined, but ``forbidden_paths`` (the metadata store file)
+    is always refused. Types without an adapter in this build fail with the port's text.
+    """
+
+    def __init__(
+        self,
+        *,
+        sqlite_allowed_dir: str | None = None,
+        forbidden_paths: Sequence[str] = (),
+        batch_size: int = 10_000,
+    ) -> None:
+        self._sqlite_allowed_dir = sqlite_allowed_dir
+        self._forbidden = tuple(forbidden_paths)
+        self._batch_size = batch_size
+
+    def connector_for(self, connection: ConnectionDescriptor) -> Connector:
+        if connection.type is EngineType.POSTGRESQL:
+            return PostgresConnector(connection, batch_size=self._batch_size)
+        if connection.type is EngineType.SQLITE:
+            if not connection.internal and self._sqlite_allowed_dir is None:
+                raise EngineError(
+                    ErrorCategory.CONNECT,
+                    f"failed to connect to datasource '{connection.config_name}'",
+                    detail="SQLITE connections are disabled",
+                )
+            return SqliteConnector(
+                connection,
+                allowed_dir=None if connection.internal else self._sqlite_allowed_dir,
+                forbidden_paths=self._forbidden,
+                batch_size=self._batch_size,
+            )
+        raise EngineError(
+            ErrorCategory.VALIDATION, f"datasource type {connection.type.value} is not supported"
+        )

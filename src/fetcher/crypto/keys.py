@@ -1,0 +1,118 @@
+"""Master key parsing and purpose-key derivation (CONTRACT §6.1, §6.2).
+
+* ``APP_ENC_KEY`` is standard base64 with padding, surrounding whitespace trimmed, decoding to
+  at least 32 bytes (§6.1). Failures raise :class:`MasterKeyError` whose ``reason`` is exactly
+  one of the §6.1 reasons.
+* Each purpose key is HKDF-SHA256 (RFC 5869) over all master-key bytes, no salt, ``info`` = the
+  label, ``L = 32`` (§6.2).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import secrets
+from dataclasses import dataclass, field
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+__all__ = [
+    "CREDENTIALS_LABEL",
+    "EXTERNAL_HMAC_LABEL",
+    "INTERNAL_HMAC_LABEL",
+    "KEY_SIZE",
+    "MIN_MASTER_KEY_BYTES",
+    "STORAGE_LABEL",
+    "KeySet",
+    "MasterKeyError",
+    "derive_key",
+    "generate_master_key",
+    "parse_master_key",
+]
+
+MIN_MASTER_KEY_BYTES = 32
+"""§6.1: the decoded master key must hold at least this many bytes."""
+
+KEY_SIZE = 32
+"""§6.2: every derived key is 32 bytes (AES-256 / HMAC-SHA256)."""
+
+CREDENTIALS_LABEL = b"fetcher-credentials-v1"
+INTERNAL_HMAC_LABEL = b"fetcher-internal-hmac-v1"
+EXTERNAL_HMAC_LABEL = b"fetcher-external-hmac-v1"
+STORAGE_LABEL = b"fetcher-storage-encryption-v1"
+
+REASON_REQUIRED = "APP_ENC_KEY is required"
+REASON_INVALID = "invalid master key (base64)"
+
+
+class MasterKeyError(ValueError):
+    """The master key is unusable; ``reason`` is an exact §6.1 reason string."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def parse_master_key(text: str | None) -> bytes:
+    """Decode ``APP_ENC_KEY`` per §6.1 and return the raw master key bytes.
+
+    ``None`` or blank → ``APP_ENC_KEY is required``; anything that is not strict standard base64
+    with padding → ``invalid master key (base64)``; fewer than 32 decoded bytes →
+    ``master key too short: got <n> bytes, minimum 32 required``.
+    """
+    if text is None or not text.strip():
+        raise MasterKeyError(REASON_REQUIRED)
+    try:
+        raw = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise MasterKeyError(REASON_INVALID) from None
+    if len(raw) < MIN_MASTER_KEY_BYTES:
+        raise MasterKeyError(
+            f"master key too short: got {len(raw)} bytes, minimum {MIN_MASTER_KEY_BYTES} required"
+        )
+    return raw
+
+
+def derive_key(master: bytes, label: bytes) -> bytes:
+    """HKDF-SHA256(IKM=master, salt=none, info=label, L=32) as §6.2 defines."""
+    return HKDF(algorithm=hashes.SHA256(), length=KEY_SIZE, salt=None, info=label).derive(master)
+
+
+def generate_master_key() -> str:
+    """A fresh master key: 32 random bytes, standard base64 with padding (§6.1 format)."""
+    return base64.b64encode(secrets.token_bytes(MIN_MASTER_KEY_BYTES)).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class KeySet:
+    """The four §6.2 purpose keys of one master key. Its repr never shows key bytes."""
+
+    credentials: bytes = field(repr=False)
+    """AES-256-GCM key for stored passwords and ``ssl.key`` (§6.4)."""
+    internal_hmac: bytes = field(repr=False)
+    """HMAC key for Manager → Worker work messages (§7.3)."""
+    external_hmac: bytes = field(repr=False)
+    """HMAC key for ``resultHmac`` (§6.3) and job-event signatures (§8.5)."""
+    storage: bytes = field(repr=False)
+    """AES-256-GCM key for result objects (§6.3)."""
+
+    @classmethod
+    def from_master(cls, master: bytes) -> KeySet:
+        """Derive every purpose key from the decoded master key bytes."""
+        return cls(
+            credentials=derive_key(master, CREDENTIALS_LABEL),
+            internal_hmac=derive_key(master, INTERNAL_HMAC_LABEL),
+            external_hmac=derive_key(master, EXTERNAL_HMAC_LABEL),
+            storage=derive_key(master, STORAGE_LABEL),
+        )
+
+    @classmethod
+    def from_text(cls, text: str | None) -> KeySet:
+        """Parse ``APP_ENC_KEY`` text (§6.1) and derive its keys; raises :class:`MasterKeyError`."""
+        return cls.from_master(parse_master_key(text))
+
+    def __repr__(self) -> str:
+        return "KeySet(<redacted>)"
+
+    __str__ = __repr__

@@ -1,0 +1,150 @@
+"""Terminal job events: payloads (§8.2, §8.3), CloudEvents headers (§8.4), signing (§8.5).
+
+Bodies are built once, when the terminal transition is written, and stored in the outbox;
+every re-emission sends the same bytes with the same ``ce-id``, and only the signing headers
+(and, on AMQP, ``ce-time``) are recomputed per publish.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from fetcher.crypto import SIGNATURE_VERSION, sign_message
+from fetcher.services.records import EventType, OutboxEvent
+from fetcher.services.timeutil import format_ms
+
+__all__ = [
+    "CompletedResult",
+    "EventContext",
+    "completed_event",
+    "failed_event",
+    "signed_headers",
+]
+
+SCHEMA_VERSION = "2.0.0"
+SINGLE_TENANT = "single-tenant"
+_PROTECTION = {"encrypted": True, "applied_by": "adapter", "mode": "adapter-managed"}
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+@dataclass(frozen=True, slots=True)
+class EventContext:
+    """Deployment values every event carries: ``ce-source`` and the events exchange."""
+
+    source: str
+    exchange: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedResult:
+    path: str
+    size_bytes: int
+    row_count: int
+    hmac: str
+    execution_time_ms: int
+
+
+def ce_id(event_type: EventType, job_id: str) -> str:
+    """§8.4: ``fetcher.job.<status>.<job_id>``, stable across re-emissions."""
+    return f"fetcher.job.{event_type}.{job_id}"
+
+
+def _headers(ctx: EventContext, event_type: EventType, job_id: str, at: datetime) -> dict[str, str]:
+    """The eleven §8.4 CloudEvents headers; ``ce-time`` is the given moment."""
+    return {
+        "ce-specversion": "1.0",
+        "ce-id": ce_id(event_type, job_id),
+        "ce-source": ctx.source,
+        "ce-type": f"studio.lerian.job.{event_type}",
+        "ce-time": format_ms(at),
+        "ce-subject": job_id,
+        "ce-resourcetype": "job",
+        "ce-eventtype": event_type,
+        "ce-schemaversion": SCHEMA_VERSION,
+        "ce-datacontenttype": "application/json",
+        "ce-tenantid": SINGLE_TENANT,
+    }
+
+
+def completed_event(
+    ctx: EventContext,
+    job_id: str,
+    metadata_json: str,
+    result: CompletedResult,
+    completed_at: datetime,
+) -> OutboxEvent:
+    """§8.2, keys in exactly the contract order; ``metadata`` is the stored text verbatim."""
+    result_doc = {
+        "path": result.path,
+        "size_bytes": result.size_bytes,
+        "row_count": result.row_count,
+        "format": "json",
+        "hmac": result.hmac,
+        "integrity": {"algorithm": "HMAC-SHA256", "signature": result.hmac},
+        "protection": _PROTECTION,
+    }
+    body = (
+        f'{{"job_id":{_dumps(job_id)},"status":"completed","metadata":{metadata_json},'
+        f'"result":{_dumps(result_doc)},"execution_time_ms":{result.execution_time_ms},'
+        f'"completed_at":{_dumps(format_ms(completed_at))}}}'
+    )
+    return _event(ctx, "completed", job_id, body, completed_at)
+
+
+def failed_event(
+    ctx: EventContext, job_id: str, metadata_json: str, error: str, at: datetime
+) -> OutboxEvent:
+    """§8.3: the submitted metadata with ``error`` = ``{"message": …}``; a caller's ``error``
+    keeps its position, otherwise ``error`` is appended last."""
+    metadata = json.loads(metadata_json) if metadata_json else {}
+    if not isinstance(metadata, dict):
+        metadata = {}
+    metadata["error"] = {"message": error}
+    body = f'{{"job_id":{_dumps(job_id)},"status":"failed","metadata":{_dumps(metadata)}}}'
+    return _event(ctx, "failed", job_id, body, at)
+
+
+def _event(
+    ctx: EventContext, event_type: EventType, job_id: str, body: str, at: datetime
+) -> OutboxEvent:
+    return OutboxEvent(
+        ce_id=ce_id(event_type, job_id),
+        job_id=job_id,
+        event_type=event_type,
+        routing_key=f"job.{event_type}",
+        body=body.encode("utf-8"),
+        headers=_headers(ctx, event_type, job_id, at),
+        created_at=at,
+    )
+
+
+def signed_headers(
+    external_key: bytes,
+    exchange: str,
+    event: OutboxEvent,
+    *,
+    emitted_at: datetime,
+    t: int,
+) -> dict[str, str]:
+    """Headers for one publish: the CloudEvents headers with this attempt's ``ce-time``, plus
+    ``t``, ``signature-version`` and ``x-message-signature`` (§8.5: the jobId line is empty)."""
+    headers: dict[str, str] = dict(event.headers)
+    headers["ce-time"] = format_ms(emitted_at)
+    signature = sign_message(
+        external_key, t=t, body=event.body, exchange=exchange, routing_key=event.routing_key
+    )
+    headers.update(
+        {"t": str(t), "signature-version": SIGNATURE_VERSION, "x-message-signature": signature}
+    )
+    return headers
+
+
+def event_headers_for_feed(event: OutboxEvent) -> Mapping[str, str]:
+    """§2.12: the feed shows the stored CloudEvents headers (``ce-time`` = row creation)."""
+    return event.headers

@@ -1,0 +1,275 @@
+"""The Worker's use case after a successful claim (contract §4.3, §4.5, §6.3, §8.6).
+
+Resolve datasources from the connection IDs recorded on the job, run the engine, stream the
+document through HMAC → AES-256-GCM → base64 into object storage, then record the terminal
+status and its outbox event in one transaction and hand the event to the relay. Every failure
+after the claim fails the job with the §4.5 text (detail redacted, §8.7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+
+from fetcher.crypto import HmacStream, KeySet, ObjectEncryptor, Redactor
+from fetcher.engine import (
+    ConnectionDescriptor,
+    Engine,
+    EngineError,
+    ErrorCategory,
+    ExtractionRequest,
+    ExtractionResult,
+)
+from fetcher.engine.filters.parse import parse_filters
+from fetcher.engine.planner import Plan
+from fetcher.services.connections import descriptor_from_record
+from fetcher.services.credentials import CredentialCipher, CredentialError
+from fetcher.services.events import CompletedResult, EventContext, completed_event, failed_event
+from fetcher.services.metrics import Metrics
+from fetcher.services.ports import MetadataStore
+from fetcher.services.records import JobRecord
+from fetcher.services.runtime_ports import ObjectStore, ObjectWriter
+from fetcher.services.timeutil import SystemClock
+
+__all__ = ["ExtractionService", "object_key"]
+
+log = logging.getLogger(__name__)
+
+RECORD_FAILED = "failed to record job completion"
+INTERNAL_ERROR = "internal error"
+
+
+def object_key(job_id: str, prefix: str) -> str:
+    """§6.3: ``<P>/external-data/<jobId>.json`` with the prefix's slashes stripped."""
+    prefix = prefix.strip("/")
+    key = f"external-data/{job_id}.json"
+    return f"{prefix}/{key}" if prefix else key
+
+
+class _EncryptingSink:
+    """ResultSink: HMAC over the plaintext, streaming GCM, base64 into the object writer.
+
+    The object is opened lazily on the first chunk, so a job that fails before serialization
+    never starts an upload; the caller's exit stack aborts the upload on any error (§4.3
+    step 5). ``on_open`` starts the storage deadline (``STORAGE_TIMEOUT_SECONDS``).
+    """
+
+    def __init__(
+        self,
+        keys: KeySet,
+        open_writer: Callable[[], Awaitable[ObjectWriter]],
+        on_open: Callable[[], None],
+    ) -> None:
+        self._hmac = HmacStream(keys.external_hmac)
+        self._encryptor = ObjectEncryptor(keys.storage)
+        self._open_writer = open_writer
+        self._on_open = on_open
+        self._writer: ObjectWriter | None = None
+
+    async def _writer_ready(self) -> ObjectWriter:
+        if self._writer is None:
+            self._on_open()
+            self._writer = await self._open_writer()
+        return self._writer
+
+    async def write(self, chunk: bytes) -> None:
+        writer = await self._writer_ready()
+        self._hmac.update(chunk)
+        out = self._encryptor.update(chunk)
+        if out:
+            await writer.write(out)
+
+    async def finish(self) -> str:
+        """Write the GCM tag; return the hex HMAC of everything written."""
+        writer = await self._writer_ready()
+        await writer.write(self._encryptor.finalize())
+        return self._hmac.hexdigest()
+
+
+@dataclass
+class ExtractionService:
+    store: MetadataStore
+    objects: ObjectStore
+    engine: Engine
+    keys: KeySet = field(repr=False)
+    cipher: CredentialCipher
+    events: EventContext
+    metrics: Metrics
+    key_prefix: str = ""
+    storage_timeout: float = 120.0
+    internal: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
+    redactor: Redactor = field(default_factory=Redactor)
+    clock: SystemClock = field(default_factory=SystemClock)
+    on_commit: Callable[[], None] = field(default=lambda: None)
+
+    async def run_claimed(self, job_id: str) -> str:
+        """Run a job this Worker has just claimed; it ends in one terminal transition.
+
+        Returns the terminal status written (or ``"lost"`` when the job vanished).
+        """
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        job = await self.store.get_job(job_id)
+        if job is None:
+            log.warning("claimed job vanished: %s", job_id)
+            return "lost"
+        redactor = self.redactor
+        try:
+            connections = await self._resolve(job)
+            redactor = self._redactor_for(connections)
+            request = self._request(job)
+            status = await self._extract_and_complete(job, request, connections)
+        except EngineError as exc:
+            status = await self._fail(job, exc.text(redactor))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("job %s failed unexpectedly", job_id)
+            status = await self._fail(job, INTERNAL_ERROR)
+        self.metrics.jobs_finished.labels(status).inc()
+        self.metrics.job_duration.observe(loop.time() - started)
+        return status
+
+    async def _resolve(self, job: JobRecord) -> dict[str, ConnectionDescriptor]:
+        """§4.3 step 1: internal by name, stored by the recorded connection ID, ownership
+        re-checked, credentials decrypted; the first failure in code-point order wins."""
+        mapped = json.loads(job.mapped_fields_json)
+        source = str(json.loads(job.metadata_json).get("source", "")).strip().lower()
+        resolved: dict[str, ConnectionDescriptor] = {}
+        for name in sorted(mapped):
+            connection_id = job.connection_ids.get(name)
+            if name in self.internal and connection_id is not None:
+                raise EngineError(ErrorCategory.CONFLICT, f"datasource '{name}' is ambiguous")
+            if name in self.internal:
+                resolved[name] = self.internal[name]
+                continue
+            record = await self.store.get_connection(connection_id) if connection_id else None
+            if record is None:
+                raise EngineError(ErrorCategory.NOT_FOUND, f"datasource '{name}' is not configured")
+            if record.product_name != source:
+                raise EngineError(
+                    ErrorCategory.FORBIDDEN,
+                    f"datasource '{name}' does not belong to the job's product",
+                )
+            try:
+                resolved[name] = descriptor_from_record(record, self.cipher, config_name=name)
+            except CredentialError as exc:
+                raise EngineError(
+                    ErrorCategory.INTERNAL,
+                    f"failed to decrypt credentials for datasource '{name}'",
+                    detail=exc.reason,
+                ) from None
+        return resolved
+
+    def _request(self, job: JobRecord) -> ExtractionRequest:
+        """The engine request, with limits recomputed against this Worker's maxima (§3.5)."""
+        mapped = json.loads(job.mapped_fields_json)
+        raw_filters = json.loads(job.filters_json) if job.filters_json else None
+        raw_limits = json.loads(job.limits_json) if job.limits_json else None
+        return ExtractionRequest(
+            job_id=job.id,
+            mapped_fields={
+                ds: {table: tuple(fields) for table, fields in tables.items()}
+                for ds, tables in mapped.items()
+            },
+            filters=parse_filters(raw_filters, mapped),
+            limits=self.engine.limits.lowered(raw_limits),
+            metadata=json.loads(job.metadata_json),
+        )
+
+    def _redactor_for(self, connections: Mapping[str, ConnectionDescriptor]) -> Redactor:
+        secrets = [s for c in connections.values() for s in c.secrets()]
+        hosts = [c.host for c in connections.values() if c.host]
+        return self.redactor.with_values(secrets=secrets, hosts=hosts)
+
+    async def _extract_and_complete(
+        self,
+        job: JobRecord,
+        request: ExtractionRequest,
+        connections: Mapping[str, ConnectionDescriptor],
+    ) -> str:
+        loop = asyncio.get_running_loop()
+        deadline_at = loop.time() + request.limits.timeout_seconds
+        try:
+            async with asyncio.timeout_at(deadline_at):
+                plan = await self.engine.plan(request, connections)
+        except TimeoutError:
+            raise EngineError(ErrorCategory.TIMEOUT, "execution exceeded its deadline") from None
+        key = object_key(job.id, self.key_prefix)
+        storage = asyncio.timeout(None)
+        recording = False
+        try:
+            async with storage:
+                result, result_hmac = await self._store_result(
+                    plan,
+                    key,
+                    deadline_at,
+                    lambda: storage.reschedule(loop.time() + self.storage_timeout),
+                )
+                recording = True
+                return await self._complete(job, key, result, result_hmac)
+        except TimeoutError:
+            if not storage.expired():
+                raise
+            if recording:  # §4.3: expiry during step 6
+                return await self._fail(job, RECORD_FAILED)
+            raise EngineError(
+                ErrorCategory.UNAVAILABLE, "failed to store result", detail="timed out"
+            ) from None
+
+    async def _store_result(
+        self, plan: Plan, key: str, deadline_at: float, start_storage_clock: Callable[[], None]
+    ) -> tuple[ExtractionResult, str]:
+        """Execute into the object at ``key``; the object exists only if this returns."""
+        async with AsyncExitStack() as stack:
+
+            async def open_writer() -> ObjectWriter:
+                return await stack.enter_async_context(self.objects.open_writer(key))
+
+            sink = _EncryptingSink(self.keys, open_writer, start_storage_clock)
+            result = await self.engine.execute(plan, sink, deadline_at=deadline_at)
+            result_hmac = await sink.finish()
+        return result, result_hmac
+
+    async def _complete(
+        self, job: JobRecord, key: str, result: ExtractionResult, result_hmac: str
+    ) -> str:
+        """§4.3 step 6: CAS ``processing → completed`` with its outbox row, then the relay."""
+        now = self.clock.now()
+        started_at = job.started_at or job.created_at
+        summary = CompletedResult(
+            path=key,
+            size_bytes=result.size_bytes,
+            row_count=result.row_count,
+            hmac=result_hmac,
+            execution_time_ms=max(0, int((now - started_at).total_seconds() * 1000)),
+        )
+        event = completed_event(self.events, job.id, job.metadata_json, summary, now)
+        try:
+            done = await self.store.complete_job(
+                job.id, result_path=key, result_hmac=result_hmac, completed_at=now, event=event
+            )
+        except Exception:
+            log.exception("recording completion of job %s failed", job.id)
+            return await self._fail(job, RECORD_FAILED)
+        if not done:
+            log.warning("job %s was no longer processing; its object may remain", job.id)
+            return "lost"
+        self.on_commit()
+        return "completed"
+
+    async def _fail(self, job: JobRecord, error: str) -> str:
+        now = self.clock.now()
+        event = failed_event(self.events, job.id, job.metadata_json, error, now)
+        done = await self.store.fail_job(
+            job.id, from_statuses=("processing",), error=error, completed_at=now, event=event
+        )
+        if done:
+            self.on_commit()
+            return "failed"
+        log.warning("job %s was no longer processing when it failed: %s", job.id, error)
+        return "lost"

@@ -1,0 +1,226 @@
+"""Job use cases at the Manager (contract §2.8, §3.6 steps 13–16, §3.7, §3.8, §4.6).
+
+``create`` runs after the host has checked size, media type and parsed the JSON object
+(§3.6 steps 1–2): validation (3–12), deduplication (13), resolution and ownership (14, 14a),
+live tests (14b), the guarded insert (15) and the signed publish (16).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from fetcher.engine import ConnectionDescriptor, Limits
+from fetcher.services.connections import ConnectionService, not_found
+from fetcher.services.errors import ApiError
+from fetcher.services.events import EventContext, failed_event
+from fetcher.services.job_validation import ValidatedJob, validate_job_request
+from fetcher.services.metrics import Metrics
+from fetcher.services.ports import ActiveDuplicateError, MetadataStore
+from fetcher.services.records import ConnectionRecord, JobRecord
+from fetcher.services.runtime_ports import WorkPublisher
+from fetcher.services.timeutil import SystemClock, format_ms, new_id
+from fetcher.services.work_messages import signed_work_headers, work_message_body
+
+__all__ = ["JobService", "job_response"]
+
+log = logging.getLogger(__name__)
+
+DEDUP_WINDOW = timedelta(minutes=5)
+LIVE_TEST_CONCURRENCY = 4
+PUBLISH_FAILED = "process failed: unable to publish"
+CREATED_MESSAGE = "Job created and queued for processing"
+DUPLICATE_MESSAGE = "Duplicate request detected - returning existing job"
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def job_response(job: JobRecord) -> dict[str, object]:
+    """§4.6 JobResponse: documents echoed as submitted; terminal-only members omitted."""
+    body: dict[str, object] = {"id": job.id, "status": job.status}
+    metadata = json.loads(job.metadata_json)
+    if job.status == "failed" and job.error is not None:
+        metadata["error"] = job.error
+    if metadata:
+        body["metadata"] = metadata
+    body["mappedFields"] = json.loads(job.mapped_fields_json)
+    if job.filters_json:
+        body["filters"] = json.loads(job.filters_json)
+    if job.limits_json:
+        body["limits"] = json.loads(job.limits_json)
+    if job.status == "completed":
+        body |= {"resultPath": job.result_path, "resultHmac": job.result_hmac}
+    body |= {"requestHash": job.request_hash, "createdAt": format_ms(job.created_at)}
+    if job.completed_at is not None and job.status in ("completed", "failed"):
+        body["completedAt"] = format_ms(job.completed_at)
+    return body
+
+
+def _accepted(job: JobRecord, *, duplicate: bool) -> dict[str, object]:
+    return {
+        "jobId": job.id,
+        "status": job.status,
+        "createdAt": format_ms(job.created_at),
+        "message": DUPLICATE_MESSAGE if duplicate else CREATED_MESSAGE,
+    }
+
+
+@dataclass
+class JobService:
+    store: MetadataStore
+    connections: ConnectionService
+    publisher: WorkPublisher
+    internal_key: bytes = field(repr=False)
+    work_queue: str
+    events: EventContext
+    max_limits: Limits
+    metrics: Metrics
+    internal: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
+    clock: SystemClock = field(default_factory=SystemClock)
+
+    async def get(self, job_id: str) -> dict[str, object]:
+        job = await self.store.get_job(job_id)
+        if job is None:
+            raise not_found("job")
+        return job_response(job)
+
+    async def create(
+        self, body: Mapping[str, object], *, request_id: str
+    ) -> tuple[dict[str, object], bool]:
+        """Returns the §2.8 body and whether a new job was created (202) or matched (200)."""
+        job = validate_job_request(body, max_limits=self.max_limits)
+        existing = await self._dedup_match(job.request_hash)
+        if existing is not None:
+            return self._duplicate(existing)
+        stored = await self._resolve(job)
+        self._check_ownership(job, stored)
+        await self._live_test(stored)
+        record = self._record(job, stored, request_id)
+        for _attempt in range(2):
+            try:
+                await self.store.insert_job(record)
+                break
+            except ActiveDuplicateError:
+                existing = await self._dedup_match(job.request_hash)
+                if existing is not None and existing.status in ("pending", "processing"):
+                    return self._duplicate(existing)
+        else:
+            raise ApiError("FET-0002", "active duplicate vanished twice")
+        await self._publish(record, request_id)
+        self.metrics.jobs_created.labels("created").inc()
+        return _accepted(record, duplicate=False), True
+
+    def _duplicate(self, job: JobRecord) -> tuple[dict[str, object], bool]:
+        self.metrics.jobs_created.labels("duplicate").inc()
+        return _accepted(job, duplicate=True), False
+
+    async def _dedup_match(self, request_hash: str) -> JobRecord | None:
+        return await self.store.find_dedup_match(request_hash, self.clock.now() - DEDUP_WINDOW)
+
+    async def _resolve(self, job: ValidatedJob) -> dict[str, ConnectionRecord]:
+        """§3.6 step 14: every datasource resolves to exactly one internal or stored one."""
+        names = sorted(job.mapped_fields)
+        stored: dict[str, ConnectionRecord] = {}
+        missing: list[str] = []
+        for name in names:
+            record = await self.store.get_connection_by_name(name)
+            if record is not None and name in self.internal:
+                raise _missing(f"datasource '{name}' is ambiguous")
+            if record is not None:
+                stored[name] = record
+            elif name not in self.internal:
+                missing.append(name)
+        if len(missing) == len(names):
+            raise ApiError(
+                "FET-1020",
+                "No connections configured for the requested datasources",
+                title="No Connections Found",
+            )
+        if missing:
+            raise _missing(f"No connection configured for datasource '{missing[0]}'")
+        return stored
+
+    def _check_ownership(self, job: ValidatedJob, stored: Mapping[str, ConnectionRecord]) -> None:
+        """§3.6 step 14a / §3.7, in sorted order; internal datasources are exempt."""
+        for name in sorted(stored):
+            product = stored[name].product_name
+            if not product:
+                raise ApiError(
+                    "FET-1014",
+                    f"Connection '{name}' has no product assigned. "
+                    "Use the migration endpoint to assign it first.",
+                )
+            if product != job.source:
+                raise ApiError(
+                    "FET-1016",
+                    f"Connection '{name}' does not belong to the product identified by "
+                    f"source '{job.metadata.get('source')}'",
+                )
+
+    async def _live_test(self, stored: Mapping[str, ConnectionRecord]) -> None:
+        """§3.6 step 14b: every stored connection, up to 4 in parallel, 10 s each."""
+        gate = asyncio.Semaphore(LIVE_TEST_CONCURRENCY)
+
+        async def one(record: ConnectionRecord) -> bool:
+            async with gate:
+                return await self.connections.probe(record)
+
+        names = sorted(stored)
+        results = await asyncio.gather(*(one(stored[n]) for n in names))
+        for name, ok in zip(names, results, strict=True):
+            if not ok:
+                raise ApiError("FET-1040", f"Connection '{name}' is not available")
+
+    def _record(
+        self, job: ValidatedJob, stored: Mapping[str, ConnectionRecord], request_id: str
+    ) -> JobRecord:
+        now = self.clock.now()
+        return JobRecord(
+            id=new_id(),
+            status="pending",
+            request_hash=job.request_hash,
+            mapped_fields_json=_dumps(job.mapped_fields),
+            metadata_json=_dumps(job.metadata),
+            filters_json=_dumps(job.raw_filters) if job.raw_filters else None,
+            limits_json=_dumps(job.raw_limits) if job.raw_limits else None,
+            connection_ids={name: record.id for name, record in stored.items()},
+            request_id=request_id,
+            created_at=now,
+            updated_at=now,
+        )
+
+    async def _publish(self, job: JobRecord, request_id: str) -> None:
+        """§3.6 step 16: on failure the job is failed with its event, then 503 FET-0003."""
+        body = work_message_body(job)
+        headers = signed_work_headers(
+            self.internal_key,
+            body,
+            routing_key=self.work_queue,
+            base={"jobId": job.id, "x-request-id": request_id, "x-retry-count": 0},
+        )
+        try:
+            await self.publisher.publish_work(body, headers)
+        except Exception:
+            log.exception("work message publish failed", extra={"job_id": job.id})
+            now = self.clock.now()
+            event = failed_event(self.events, job.id, job.metadata_json, PUBLISH_FAILED, now)
+            await self.store.fail_job(
+                job.id,
+                from_statuses=("pending",),
+                error=PUBLISH_FAILED,
+                completed_at=now,
+                event=event,
+            )
+            raise ApiError(
+                "FET-0003", "The service is temporarily unavailable. Please try again later."
+            ) from None
+
+
+def _missing(message: str) -> ApiError:
+    return ApiError("FET-1020", message, title="Missing Data Source")

@@ -1,0 +1,113 @@
+"""The Prometheus metrics of §2.11 (names exact), on a registry owned by one runtime.
+
+Nothing is registered globally: each runtime builds its own :class:`Metrics`, so tests and
+embedded processes never collide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["Metrics"]
+
+
+@dataclass(frozen=True)
+class Metrics:
+    registry: CollectorRegistry = field(
+        default_factory=lambda: CollectorRegistry(auto_describe=True)
+    )
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        object.__setattr__(
+            self,
+            "http_requests",
+            Counter(
+                "fetcher_http_requests_total",
+                "HTTP requests",
+                ["method", "route", "status"],
+                registry=r,
+            ),
+        )
+        object.__setattr__(
+            self,
+            "http_duration",
+            Histogram(
+                "fetcher_http_request_duration_seconds",
+                "HTTP request duration",
+                ["method", "route"],
+                registry=r,
+            ),
+        )
+        object.__setattr__(
+            self,
+            "jobs_created",
+            Counter(
+                "fetcher_jobs_created_total",
+                "Jobs accepted by the Manager",
+                ["outcome"],
+                registry=r,
+            ),
+        )
+        object.__setattr__(
+            self,
+            "jobs_finished",
+            Counter(
+                "fetcher_jobs_finished_total",
+                "Jobs that reached a terminal status",
+                ["status"],
+                registry=r,
+            ),
+        )
+        object.__setattr__(
+            self,
+            "job_duration",
+            Histogram(
+                "fetcher_job_duration_seconds",
+                "Job duration from claim to terminal status",
+                registry=r,
+                buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
+            ),
+        )
+        object.__setattr__(
+            self,
+            "messages_rejected",
+            Counter(
+                "fetcher_work_messages_rejected_total",
+                "Work messages dead-lettered",
+                ["reason"],
+                registry=r,
+            ),
+        )
+        object.__setattr__(
+            self,
+            "events_published",
+            Counter("fetcher_events_published_total", "Job events published", ["type"], registry=r),
+        )
+        object.__setattr__(
+            self,
+            "outbox_pending",
+            Gauge("fetcher_outbox_pending", "Outbox rows not yet published", registry=r),
+        )
+        object.__setattr__(
+            self,
+            "readyz_up",
+            Gauge(
+                "fetcher_readyz_check_up",
+                "Readiness check result (1 up, 0 down)",
+                ["check"],
+                registry=r,
+            ),
+        )
+
+    http_requests: Counter = field(init=False)
+    http_duration: Histogram = field(init=False)
+    jobs_created: Counter = field(init=False)
+    jobs_finished: Counter = field(init=False)
+    job_duration: Histogram = field(init=False)
+    messages_rejected: Counter = field(init=False)
+    events_published: Counter = field(init=False)
+    outbox_pending: Gauge = field(init=False)
+    readyz_up: Gauge = field(init=False)

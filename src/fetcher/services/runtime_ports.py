@@ -1,0 +1,97 @@
+"""Ports the use cases need besides the metadata store: object storage and messaging.
+
+Adapters implement them (``fetcher.adapters.objectstore.*``, ``fetcher.adapters.messaging.*``);
+services never import adapters (the bootstrap hands them over).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+__all__ = [
+    "Delivery",
+    "EventPublisher",
+    "ObjectStore",
+    "ObjectWriter",
+    "WorkPublisher",
+    "WorkSource",
+]
+
+
+class ObjectWriter(Protocol):
+    """An object being written. ``write`` takes the stored bytes (already encrypted)."""
+
+    async def write(self, chunk: bytes) -> None: ...
+
+
+class ObjectStore(Protocol):
+    """Where result objects go (§6.3).
+
+    ``open_writer(key)`` is an async context manager: the object appears at ``key`` only when
+    the block exits cleanly; on an exception (or cancellation) nothing may remain at the key —
+    an aborted multipart upload, or a temporary file removed (§4.3 step 5). Failures raise
+    ``EngineError(UNAVAILABLE, "failed to store result", detail=…)``.
+    """
+
+    def open_writer(self, key: str) -> AbstractAsyncContextManager[ObjectWriter]: ...
+
+    async def read(self, key: str) -> bytes:
+        """The stored bytes at ``key`` (consumers, tests and the demo)."""
+        ...
+
+    async def exists(self, key: str) -> bool: ...
+
+    async def check(self) -> None:
+        """Readiness probe: ``HeadBucket`` or a writable directory (§2.10)."""
+        ...
+
+
+class WorkPublisher(Protocol):
+    """Publishes signed work messages (§7). Raises on any failure to get a confirm."""
+
+    async def publish_work(self, body: bytes, headers: Mapping[str, str | int]) -> None: ...
+
+
+class EventPublisher(Protocol):
+    """Publishes one job event (§8): headers are the CloudEvents headers plus the signing
+    headers. MUST return only after the broker (or bus) accepted it, and raise otherwise."""
+
+    async def publish_event(
+        self, routing_key: str, body: bytes, headers: Mapping[str, str]
+    ) -> None: ...
+
+
+class Delivery(Protocol):
+    """One work message as received (§7.4). Exactly one of ``ack``/``reject`` is called."""
+
+    @property
+    def body(self) -> bytes: ...
+
+    @property
+    def headers(self) -> Mapping[str, object]: ...
+
+    @property
+    def exchange(self) -> str: ...
+
+    @property
+    def routing_key(self) -> str: ...
+
+    async def ack(self) -> None: ...
+
+    async def reject(self) -> None:
+        """``basic.reject requeue=false``: the message goes to the dead-letter queue."""
+        ...
+
+
+class WorkSource(Protocol):
+    """The Worker's side of the work queue: manual ack, prefetch = the job concurrency."""
+
+    def deliveries(self) -> AsyncIterator[Delivery]:
+        """Yield deliveries until :meth:`stop` is called."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop consuming at once (graceful shutdown step 2, §9.3)."""
+        ...

@@ -1,0 +1,290 @@
+"""Configuration from the environment (contract §9.1), read once at startup.
+
+``Settings.from_env`` validates everything up front and raises :class:`StartupRefused` with the
+exact §9.3 reason; the CLI prints ``startup refused: <reason>`` and exits 1 before opening any
+port. Secrets are held with ``repr=False`` so a logged ``Settings`` never shows them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from fetcher.crypto import KeySet, MasterKeyError, parse_master_key
+from fetcher.engine import ConnectionDescriptor
+
+__all__ = ["Mode", "ObjectStorageSettings", "RabbitSettings", "Settings", "StartupRefused"]
+
+_VERSION_RE = re.compile(r"[A-Za-z0-9._-]{1,32}")
+_INT_RE = re.compile(r"-?[0-9]{1,18}")
+DEFAULT_SQLITE_URL = "sqlite:///./fetcher-data/fetcher.db"
+
+
+class StartupRefused(Exception):
+    """A §9.3 refusal; ``reason`` is the exact text after ``startup refused: ``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Mode(StrEnum):
+    MANAGER = "manager"
+    WORKER = "worker"
+    EMBEDDED = "embedded"
+
+
+@dataclass(frozen=True, slots=True)
+class RabbitSettings:
+    host: str
+    port: int = 5672
+    user: str = "guest"
+    password: str = field(default="guest", repr=False)
+    vhost: str = "/"
+    tls: bool = False
+    work_queue: str = "fetcher.extract-external-data.queue"
+    events_exchange: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectStorageSettings:
+    endpoint: str | None
+    bucket: str = ""
+    region: str = "us-east-1"
+    key_prefix: str = ""
+    access_key_id: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    path_style: bool = False
+    local_dir: str = "./fetcher-data/objects"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    mode: Mode
+    keys: KeySet = field(repr=False)
+    key_version: str
+    previous_keys: Mapping[str, KeySet] = field(repr=False)
+    database_url: str = field(repr=False)
+    rabbitmq: RabbitSettings | None
+    object_storage: ObjectStorageSettings
+    log_level: str = "info"
+    env_name: str = "development"
+    deployment_mode: str = "local"
+    ssrf_guard: bool = False
+    cors_origins: tuple[str, ...] = ()
+    sqlite_allowed_dir: str | None = None
+    server_host: str = ""
+    server_port: int = 4006
+    health_port: int = 4007
+    readyz_drain_delay: int = 12
+    max_pagination_limit: int = 100
+    schema_cache_ttl: int = 300
+    engine_max_result_bytes: int | None = None
+    workers: int = 5
+    pending_timeout: int = 3600
+    storage_timeout: int = 120
+    spool_memory_bytes: int = 8 * 1024 * 1024
+    ce_source: str = ""
+    events_exchange: str = ""
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    internal_datasources: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
+
+    @property
+    def sqlite_path(self) -> str | None:
+        """The metadata store file for a ``sqlite://`` URL (absolute), else ``None``."""
+        if not self.database_url.startswith("sqlite:"):
+            return None
+        return str(Path(self.database_url.removeprefix("sqlite:///")).resolve())
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        return _Reader(os.environ if env is None else env).settings()
+
+
+class _Reader:
+    """Reads and validates variables in the §9.3 order."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+
+    def get(self, name: str, default: str = "") -> str:
+        value = self.env.get(name, "").strip()
+        return value if value else default
+
+    def integer(self, name: str, default: int, *, minimum: int | None = None) -> int:
+        raw = self.get(name)
+        if not raw:
+            return default
+        if not _INT_RE.fullmatch(raw) or (minimum is not None and int(raw) < minimum):
+            raise StartupRefused(f"invalid value for {name}")
+        return int(raw)
+
+    def boolean(self, name: str, default: bool = False) -> bool:
+        raw = self.get(name).lower()
+        if not raw:
+            return default
+        if raw not in ("true", "false"):
+            raise StartupRefused(f"invalid value for {name}")
+        return raw == "true"
+
+    def settings(self) -> Settings:
+        mode = self._mode()
+        keys, previous, secrets = self._keys()
+        if self.boolean("MULTI_TENANT_ENABLED"):
+            raise StartupRefused("multi-tenant mode is not supported")
+        database_url = self._database_url(mode)
+        rabbit = self._rabbit(mode)
+        ce_source, exchange = self._events(mode, rabbit)
+        storage = self._object_storage(mode)
+        host, port = self._server_address()
+        secrets += tuple(
+            s
+            for s in (
+                _url_password(database_url),
+                rabbit.password if rabbit else None,
+                storage.secret_key,
+            )
+            if s
+        )
+        return Settings(
+            mode=mode,
+            keys=keys,
+            key_version=self._key_version(),
+            previous_keys=previous,
+            database_url=database_url,
+            rabbitmq=rabbit,
+            object_storage=storage,
+            log_level=self.get("LOG_LEVEL", "info").lower(),
+            env_name=self.get("ENV_NAME", "development"),
+            deployment_mode=self.get("DEPLOYMENT_MODE", "local"),
+            ssrf_guard=self.boolean("SSRF_GUARD_ENABLED"),
+            cors_origins=tuple(
+                o.strip() for o in self.get("CORS_ALLOWED_ORIGINS").split(",") if o.strip()
+            ),
+            sqlite_allowed_dir=self.get("SQLITE_ALLOWED_DIR") or None,
+            server_host=host,
+            server_port=port,
+            health_port=self.integer("HEALTH_PORT", 4007, minimum=0),
+            readyz_drain_delay=max(1, self.integer("READYZ_DRAIN_DELAY_SEC", 12)),
+            max_pagination_limit=self.integer("MAX_PAGINATION_LIMIT", 100, minimum=1),
+            schema_cache_ttl=self.integer("SCHEMA_CACHE_TTL_SECONDS", 300, minimum=0),
+            engine_max_result_bytes=self.integer("ENGINE_MAX_RESULT_BYTES", 0) or None,
+            workers=self.integer("RABBITMQ_NUMBERS_OF_WORKERS", 5, minimum=1),
+            pending_timeout=self.integer("PENDING_TIMEOUT_SECONDS", 3600, minimum=300),
+            storage_timeout=self.integer("STORAGE_TIMEOUT_SECONDS", 120, minimum=1),
+            spool_memory_bytes=self.integer("SPOOL_MEMORY_BYTES", 8 * 1024 * 1024, minimum=0),
+            ce_source=ce_source,
+            events_exchange=exchange,
+            secrets=secrets,
+        )
+
+    def _mode(self) -> Mode:
+        try:
+            return Mode(self.get("FETCHER_MODE"))
+        except ValueError:
+            raise StartupRefused("FETCHER_MODE must be one of manager, worker, embedded") from None
+
+    def _keys(self) -> tuple[KeySet, dict[str, KeySet], tuple[str, ...]]:
+        raw = self.get("APP_ENC_KEY")
+        try:
+            keys = KeySet.from_master(parse_master_key(raw or None))
+        except MasterKeyError as exc:
+            raise StartupRefused(exc.reason) from None
+        previous: dict[str, KeySet] = {}
+        secrets = [raw]
+        for entry in filter(None, (e.strip() for e in self.get("APP_ENC_KEY_PREVIOUS").split(","))):
+            version, _, key = entry.partition(":")
+            if not _VERSION_RE.fullmatch(version) or version == self._key_version():
+                raise StartupRefused("invalid value for APP_ENC_KEY_PREVIOUS")
+            try:
+                previous[version] = KeySet.from_master(parse_master_key(key))
+            except MasterKeyError:
+                raise StartupRefused("invalid value for APP_ENC_KEY_PREVIOUS") from None
+            secrets.append(key.strip())
+        return keys, previous, tuple(secrets)
+
+    def _key_version(self) -> str:
+        version = self.get("APP_ENC_KEY_VERSION", "1")
+        if not _VERSION_RE.fullmatch(version):
+            raise StartupRefused("invalid value for APP_ENC_KEY_VERSION")
+        return version
+
+    def _database_url(self, mode: Mode) -> str:
+        url = self.get("DATABASE_URL")
+        if not url and mode is Mode.EMBEDDED:
+            url = DEFAULT_SQLITE_URL
+        scheme = url.partition("://")[0].lower() if "://" in url else ""
+        if url and scheme not in ("postgresql", "postgres", "sqlite"):
+            raise StartupRefused("unsupported DATABASE_URL scheme")
+        if mode is not Mode.EMBEDDED and scheme not in ("postgresql", "postgres"):
+            raise StartupRefused("DATABASE_URL must be a postgresql:// URL")
+        return url
+
+    def _rabbit(self, mode: Mode) -> RabbitSettings | None:
+        host = self.get("RABBITMQ_HOST")
+        if not host:
+            if mode is Mode.EMBEDDED:
+                return None
+            raise StartupRefused("RABBITMQ_HOST is required")
+        return RabbitSettings(
+            host=host,
+            port=self.integer("RABBITMQ_PORT_AMQP", 5672, minimum=1),
+            user=self.get("RABBITMQ_DEFAULT_USER", "guest"),
+            password=self.env.get("RABBITMQ_DEFAULT_PASS", "guest") or "guest",
+            vhost=self.get("RABBITMQ_VHOST", "/"),
+            tls=self.boolean("RABBITMQ_TLS") or self.get("RABBITMQ_URI", "amqp") == "amqps",
+            work_queue=self.get(
+                "RABBITMQ_FETCHER_WORK_QUEUE", "fetcher.extract-external-data.queue"
+            ),
+            events_exchange=self.get("RABBITMQ_JOB_EVENTS_EXCHANGE"),
+        )
+
+    def _events(self, mode: Mode, rabbit: RabbitSettings | None) -> tuple[str, str]:
+        """§9.3: the Worker (and embedded mode with a broker) needs streaming settings."""
+        needs_events = mode is Mode.WORKER or (mode is Mode.EMBEDDED and rabbit is not None)
+        if mode is Mode.WORKER and self.get("STREAMING_ENABLED").lower() != "true":
+            raise StartupRefused("STREAMING_ENABLED must be true")
+        exchange = self.get("RABBITMQ_JOB_EVENTS_EXCHANGE")
+        source = self.get("STREAMING_CLOUDEVENTS_SOURCE")
+        if needs_events and not exchange:
+            raise StartupRefused("RABBITMQ_JOB_EVENTS_EXCHANGE is required")
+        if needs_events and not source:
+            raise StartupRefused("STREAMING_CLOUDEVENTS_SOURCE is required")
+        return source or "//lerian.fetcher/embedded", exchange or "fetcher.job.events"
+
+    def _object_storage(self, mode: Mode) -> ObjectStorageSettings:
+        endpoint = self.get("OBJECT_STORAGE_ENDPOINT") or None
+        bucket = self.get("OBJECT_STORAGE_BUCKET")
+        if mode is Mode.WORKER and (endpoint is None or not bucket):
+            raise StartupRefused("object storage is not configured")
+        if mode is Mode.EMBEDDED and endpoint is not None and not bucket:
+            raise StartupRefused("object storage is not configured")
+        return ObjectStorageSettings(
+            endpoint=endpoint,
+            bucket=bucket,
+            region=self.get("OBJECT_STORAGE_REGION", "us-east-1"),
+            key_prefix=self.get("OBJECT_STORAGE_KEY_PREFIX").strip("/"),
+            access_key_id=self.get("OBJECT_STORAGE_ACCESS_KEY_ID") or None,
+            secret_key=self.get("OBJECT_STORAGE_SECRET_KEY") or None,
+            path_style=self.boolean("OBJECT_STORAGE_USE_PATH_STYLE"),
+            local_dir=self.get("OBJECT_STORAGE_LOCAL_DIR", "./fetcher-data/objects"),
+        )
+
+    def _server_address(self) -> tuple[str, int]:
+        raw = self.get("SERVER_ADDRESS", ":4006")
+        host, sep, port = raw.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise StartupRefused("invalid value for SERVER_ADDRESS")
+        return host.strip("[]"), int(port)
+
+
+def _url_password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None

@@ -1,0 +1,192 @@
+"""Work-message handling (contract §4.2, §7.4): verify, claim, run — ack/reject tied to it.
+
+Every row of the §7.4 table has one branch here. Nothing is ever requeued with
+``nack(requeue=true)``: a message is acked, dead-lettered, or (transient store failure before
+the claim) republished with ``x-retry-count`` + 1 at most three times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fetcher.crypto import SIGNATURE_VERSION, extract_job_id, verify_message
+from fetcher.services.events import EventContext, failed_event
+from fetcher.services.extraction import ExtractionService
+from fetcher.services.metrics import Metrics
+from fetcher.services.ports import MetadataStore, StoreUnavailableError
+from fetcher.services.runtime_ports import Delivery, WorkPublisher
+from fetcher.services.timeutil import SystemClock
+from fetcher.services.work_messages import signed_work_headers
+
+__all__ = ["WorkHandler"]
+
+log = logging.getLogger(__name__)
+
+EXPIRED = "work message expired before processing"
+MAX_RETRIES = 3
+FUTURE_SKEW_SECONDS = 30
+_T_RE = re.compile(r"[0-9]{1,12}")
+_JOB_ID_RE = re.compile(r'"jobId"\s*:\s*"([0-9a-fA-F-]{36})"')
+
+
+class _Rejected(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _signature_problem(headers: Mapping[str, object]) -> int | None:
+    """§7.4 row 1: ``t`` as an integer, or ``None`` when a header is missing or malformed."""
+    t, version, signature = (
+        headers.get(k) for k in ("t", "signature-version", "x-message-signature")
+    )
+    if t is None or version != SIGNATURE_VERSION or not isinstance(signature, str):
+        return None
+    if isinstance(t, bool):
+        return None
+    if isinstance(t, int):
+        return t if 0 <= t < 10**12 else None
+    if isinstance(t, bytes):
+        t = t.decode("ascii", "replace")
+    return int(t) if isinstance(t, str) and _T_RE.fullmatch(t) else None
+
+
+def _is_uuid(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        return str(uuid.UUID(value)) == value.lower() and len(value) == 36
+    except ValueError:
+        return False
+
+
+def _payload_problem(body: bytes) -> tuple[str | None, str | None]:
+    """§7.4 row 4: (the reason the payload is invalid or None, the recoverable jobId)."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        match = _JOB_ID_RE.search(body.decode("utf-8", "replace"))
+        return "body is not valid JSON", match.group(1).lower() if match else None
+    if not isinstance(doc, dict):
+        return "body is not a JSON object", None
+    job_id = doc.get("jobId")
+    if not isinstance(job_id, str) or not _is_uuid(job_id):
+        return "jobId is missing or not a UUID", None
+    recovered = job_id.lower()
+    mapped = doc.get("mappedFields")
+    if not isinstance(mapped, dict) or not mapped:
+        return "mappedFields is missing or empty", recovered
+    for name, tables in mapped.items():
+        if not isinstance(tables, dict) or not tables:
+            return f"datasource '{name}' has no tables", recovered
+    return None, recovered
+
+
+@dataclass
+class WorkHandler:
+    store: MetadataStore
+    extraction: ExtractionService
+    republisher: WorkPublisher
+    internal_key: bytes = field(repr=False)
+    events: EventContext
+    metrics: Metrics
+    pending_timeout: int = 3600
+    clock: SystemClock = field(default_factory=SystemClock)
+    retry_base_seconds: float = 1.0
+
+    async def handle(self, delivery: Delivery) -> None:
+        """Handle one delivery completely (including the job it starts)."""
+        try:
+            job_id = await self._admit(delivery)
+        except _Rejected as rejected:
+            self.metrics.messages_rejected.labels(rejected.reason).inc()
+            await delivery.reject()
+            return
+        if job_id is None:
+            return
+        await self.extraction.run_claimed(job_id)
+
+    async def _admit(self, delivery: Delivery) -> str | None:
+        """Rows 1–8 up to the claim. Returns the claimed job ID, or ``None`` when the
+        message was acked without work; raises :class:`_Rejected` to dead-letter it."""
+        headers, body = delivery.headers, delivery.body
+        t = _signature_problem(headers)
+        if t is None or not verify_message(
+            self.internal_key,
+            str(headers["x-message-signature"]),
+            t=t,
+            body=body,
+            exchange=delivery.exchange,
+            routing_key=delivery.routing_key,
+            tenant=str(headers.get("X-Tenant-ID", "") or ""),
+            job_id=extract_job_id(body),
+        ):
+            raise _Rejected("signature")
+        now = time.time()
+        if t < now - self.pending_timeout or t > now + FUTURE_SKEW_SECONDS:
+            await self._fail_pending(extract_job_id(body), EXPIRED)
+            raise _Rejected("expired")
+        header_job = headers.get("jobId")
+        body_job = extract_job_id(body)
+        if body_job and header_job is not None and str(header_job) != body_job:
+            raise _Rejected("payload")
+        problem, recovered = _payload_problem(body)
+        if problem is not None:
+            recovered = recovered or (str(header_job).lower() if _is_uuid(header_job) else None)
+            await self._fail_pending(recovered, f"invalid work message: {problem}")
+            raise _Rejected("payload")
+        assert recovered is not None
+        return await self._claim(delivery, recovered)
+
+    async def _claim(self, delivery: Delivery, job_id: str) -> str | None:
+        try:
+            job = await self.store.get_job(job_id)
+            if job is None:
+                log.warning("work message for unknown job %s dropped", job_id)
+                await delivery.ack()
+                return None
+            claimed = await self.store.claim_job(job_id, self.clock.now())
+        except StoreUnavailableError:
+            await self._retry(delivery)
+            return None
+        await delivery.ack()  # §4.2: right after the claim; the row is the record from now on
+        return job_id if claimed else None
+
+    async def _retry(self, delivery: Delivery) -> None:
+        """§7.4 row 7: republish re-signed with ``x-retry-count`` + 1 after 1, 2, 4 s."""
+        raw = delivery.headers.get("x-retry-count", 0)
+        retries = int(raw) if isinstance(raw, int | str) and str(raw).isdigit() else 0
+        if retries >= MAX_RETRIES:
+            raise _Rejected("retries_exhausted")
+        await asyncio.sleep(self.retry_base_seconds * 2**retries)
+        base = {k: v for k, v in delivery.headers.items() if isinstance(v, str | int)}
+        base["x-retry-count"] = retries + 1
+        headers = signed_work_headers(
+            self.internal_key, delivery.body, routing_key=delivery.routing_key, base=base
+        )
+        await self.republisher.publish_work(delivery.body, headers)
+        await delivery.ack()
+
+    async def _fail_pending(self, job_id: str | None, error: str) -> None:
+        """Rows 3 and 4: fail the job only while it is still ``pending``."""
+        if not job_id:
+            return
+        try:
+            job = await self.store.get_job(job_id)
+            if job is None or job.status != "pending":
+                return
+            now = self.clock.now()
+            event = failed_event(self.events, job.id, job.metadata_json, error, now)
+            if await self.store.fail_job(
+                job.id, from_statuses=("pending",), error=error, completed_at=now, event=event
+            ):
+                self.extraction.on_commit()
+        except StoreUnavailableError:
+            log.warning("could not fail job %s (%s); the reaper will", job_id, error)
