@@ -18,13 +18,15 @@ demo: install
 	$(BIN)/fetcher demo
 
 lint: install
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The S3 server (SeaweedFS on loopback) runs only around the tests and is stopped by PID.
 test: install lint
-	$(BIN)/pytest
+	scripts/s3-server.sh start
+	$(BIN)/pytest; rc=$$?; scripts/s3-server.sh stop; exit $$rc
 
 test-unit: install
 	$(BIN)/pytest tests/unit tests/architecture

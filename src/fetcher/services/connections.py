@@ -1,43 +1,102 @@
-"""Connection use cases (contract §2.5, §2.6): create, read, list, test, and the descriptors
-the engine needs (credentials decrypted only in memory, §6.4).
+"""Connection use cases (contract §2.5, §2.6, §2.7, §2.9, §9.4).
+
+:class:`ConnectionService` serves every connection route once the host has parsed the path,
+query, header and body: create, get, list (internal datasources first when no product is
+given), list unassigned, PATCH, soft DELETE, assign, the rate-limited live test, fresh schema
+discovery and validate-schema (through the §2.7 cache). Stored credentials are decrypted only
+in memory, for one use (§6.4). The pure schema rules live in
+:mod:`fetcher.services.connection_schema`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 
-from fetcher.engine import ConnectionDescriptor, ConnectorRegistry, EngineError
+from fetcher.crypto import Redactor
+from fetcher.engine import ConnectionDescriptor, Connector, ConnectorRegistry, EngineError
 from fetcher.engine.model import TlsSettings
-from fetcher.engine.types import EngineType
-from fetcher.services.connection_validation import ConnectionInput, validate_connection_create
+from fetcher.engine.types import DiscoveredSchema, EngineType
+from fetcher.services import connection_schema as rules
+from fetcher.services.connection_validation import (
+    ConnectionInput,
+    SslInput,
+    check_connection_fields,
+    sqlite_location_ok,
+    validate_connection_create,
+    validate_connection_patch,
+)
 from fetcher.services.credentials import CredentialCipher, CredentialError
-from fetcher.services.errors import ApiError
+from fetcher.services.errors import (
+    EMPTY_BODY_MESSAGE,
+    ApiError,
+    forbidden_host,
+    invalid_payload,
+)
+from fetcher.services.internal_datasources import internal_connection_id
 from fetcher.services.ports import ConflictError, MetadataStore
-from fetcher.services.records import ConnectionQuery, ConnectionRecord
+from fetcher.services.rate_limit import ConnectionTestLimiter
+from fetcher.services.records import ConnectionQuery, ConnectionRecord, SortOrder
+from fetcher.services.schema_cache import SchemaCache
+from fetcher.services.ssrf import is_blocked_address, is_blocked_host_literal
 from fetcher.services.timeutil import SystemClock, format_ms, new_id
 
 __all__ = [
-    "ConnectionService",
+    "CONNECT_TIMEOUT_SECONDS",
+    "DISCOVERY_TIMEOUT_SECONDS",
     "TEST_FAILURE_MESSAGE",
+    "ConnectFailed",
+    "ConnectionService",
+    "ListRequest",
+    "Target",
     "connection_response",
     "descriptor_from_record",
+    "internal_response",
+    "not_found",
 ]
+
+log = logging.getLogger(__name__)
 
 TEST_FAILURE_MESSAGE = (
     "The adapter failed to connect to the target data source. Check credentials and network access."
 )
+SCHEMA_DISCOVERY_MESSAGE = "Failed to retrieve database schema information."
 CONNECT_TIMEOUT_SECONDS = 10
+DISCOVERY_TIMEOUT_SECONDS = 30
 _NOT_FOUND = (
     "It was not possible to find the connection entity during the requested flow. "
     "Please review the data provided in the request."
 )
+_SQLITE = EngineType.SQLITE.value
 
 
 def not_found(entity: str) -> ApiError:
+    """§2.3 FET-1001 for ``connection`` or ``job`` (message exact)."""
     return ApiError("FET-1001", _NOT_FOUND.replace("connection", entity))
+
+
+class ConnectFailed(Exception):
+    """A connect failure (decryption, SQLITE re-check, DNS under the guard, driver, timeout).
+
+    ``detail`` is driver text and MUST be redacted before it leaves the process (§8.7).
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class _DiscoveryFailed(Exception):
+    """Connected, but discovery failed or timed out (§2.6.8 → 502 FET-1042)."""
+
+
+# --- responses (§2.5) ---------------------------------------------------------------------
 
 
 def connection_response(record: ConnectionRecord) -> dict[str, object]:
@@ -46,12 +105,12 @@ def connection_response(record: ConnectionRecord) -> dict[str, object]:
     if record.product_name:
         body["productName"] = record.product_name
     body |= {"configName": record.config_name, "type": record.type}
-    if record.type != EngineType.SQLITE.value:
+    if record.type != _SQLITE:
         body |= {"host": record.host, "port": record.port}
     body["databaseName"] = record.database_name
     if record.schema:
         body["schema"] = record.schema
-    if record.type != EngineType.SQLITE.value and record.user_name is not None:
+    if record.type != _SQLITE and record.user_name is not None:
         body["userName"] = record.user_name
     if record.ssl_mode or record.ssl_ca or record.ssl_cert or record.ssl_key_encrypted:
         body["ssl"] = {"mode": record.ssl_mode or ""}
@@ -62,6 +121,26 @@ def connection_response(record: ConnectionRecord) -> dict[str, object]:
         "createdAt": format_ms(record.created_at),
         "updatedAt": format_ms(record.updated_at),
     }
+    return body
+
+
+def internal_response(descriptor: ConnectionDescriptor) -> dict[str, object]:
+    """§2.5/§9.4: an internal datasource, without ``host``, ``port`` and timestamps."""
+    body: dict[str, object] = {
+        "id": descriptor.connection_id or internal_connection_id(descriptor.config_name),
+        "configName": descriptor.config_name,
+        "type": descriptor.type.value,
+        "databaseName": descriptor.database,
+    }
+    if descriptor.schema:
+        body["schema"] = descriptor.schema
+    if descriptor.type is not EngineType.SQLITE and descriptor.username:
+        body["userName"] = descriptor.username
+    if descriptor.ssl is not None:
+        body["ssl"] = {"mode": descriptor.ssl.mode}
+    if descriptor.metadata:
+        body["metadata"] = dict(descriptor.metadata)
+    body["internal"] = True
     return body
 
 
@@ -98,8 +177,103 @@ def descriptor_from_record(
     )
 
 
+# --- inputs and resolved connections ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ListRequest:
+    """Validated §2.6.2 query parameters (the host parses them)."""
+
+    page: int = 1
+    limit: int = 10
+    sort: SortOrder = "desc"
+    type: str | None = None
+    created_from: datetime | None = None
+    created_before: datetime | None = None
+    metadata: Sequence[tuple[str, str]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A resolved connection: a stored record, or an internal datasource (§9.4).
+
+    ``updated_at`` is the stored ``updatedAt``, or the process start time for an internal
+    datasource (§2.7).
+    """
+
+    id: str
+    config_name: str
+    type: EngineType
+    database_name: str
+    schema: str | None
+    updated_at: datetime
+    record: ConnectionRecord | None = None
+    internal: ConnectionDescriptor | None = None
+
+    @classmethod
+    def stored(cls, record: ConnectionRecord) -> Target:
+        return cls(
+            record.id,
+            record.config_name,
+            EngineType(record.type),
+            record.database_name,
+            record.schema,
+            record.updated_at,
+            record=record,
+        )
+
+    @classmethod
+    def of_internal(cls, descriptor: ConnectionDescriptor, started_at: datetime) -> Target:
+        return cls(
+            descriptor.connection_id or internal_connection_id(descriptor.config_name),
+            descriptor.config_name,
+            descriptor.type,
+            descriptor.database,
+            descriptor.schema,
+            started_at,
+            internal=descriptor,
+        )
+
+
+def _active_jobs(verb: str) -> ApiError:
+    return ApiError("FET-1021", f"cannot {verb} connection with active jobs")
+
+
+def _internal_conflict() -> ApiError:
+    return ApiError("FET-0004", "Internal datasources are read-only through the API.")
+
+
+def _name_taken() -> ApiError:
+    return ApiError(
+        "FET-1002", "A connection with this configName already exists.", title="Conflict"
+    )
+
+
+def _stored_input(record: ConnectionRecord) -> ConnectionInput:
+    """The stored record as a PATCH base; secrets are kept out (never re-validated)."""
+    ssl = None
+    if record.ssl_mode or record.ssl_ca or record.ssl_cert or record.ssl_key_encrypted:
+        ssl = SslInput(record.ssl_mode or "", record.ssl_ca, record.ssl_cert)
+    return ConnectionInput(
+        config_name=record.config_name,
+        type=record.type,
+        database_name=record.database_name,
+        host=record.host,
+        port=record.port,
+        schema=record.schema,
+        user_name=record.user_name,
+        ssl=ssl,
+        metadata=dict(record.metadata),
+    )
+
+
+# --- the service --------------------------------------------------------------------------
+
+
 @dataclass
 class ConnectionService:
+    """Connection use cases. ``internal`` maps configName → internal descriptor (§9.4)."""
+
     store: MetadataStore
     cipher: CredentialCipher
     registry: ConnectorRegistry
@@ -108,6 +282,12 @@ class ConnectionService:
     embedded: bool = False
     sqlite_allowed_dir: str | None = None
     metadata_store_path: str | None = None
+    ssrf_guard: bool = False
+    schema_cache: SchemaCache = field(default_factory=SchemaCache)
+    limiter: ConnectionTestLimiter = field(default_factory=ConnectionTestLimiter)
+    started_at: datetime = field(default_factory=lambda: SystemClock().now())
+
+    # -- create, read, list --------------------------------------------------------------
 
     async def create(self, body: Mapping[str, object], product: str) -> ConnectionRecord:
         """§2.6.1 steps 3–7 (the header and body parse ran in the host)."""
@@ -117,6 +297,7 @@ class ConnectionService:
             sqlite_allowed_dir=self.sqlite_allowed_dir,
             metadata_store_path=self.metadata_store_path,
         )
+        self._check_host_literal(data.host)
         if data.config_name in self.internal:
             raise _name_taken()
         record = self._new_record(data, product)
@@ -155,38 +336,375 @@ class ConnectionService:
             updated_at=now,
         )
 
+    def _check_host_literal(self, host: str | None) -> None:
+        """§2.9 host-literal layer (create, PATCH) when the guard is on."""
+        if self.ssrf_guard and host and is_blocked_host_literal(host):
+            raise forbidden_host()
+
+    def _internal_by_id(self, connection_id: str) -> ConnectionDescriptor | None:
+        for descriptor in self.internal.values():
+            if (descriptor.connection_id or internal_connection_id(descriptor.config_name)) == (
+                connection_id
+            ):
+                return descriptor
+        return None
+
     async def get(self, connection_id: str) -> ConnectionRecord:
+        """The non-deleted stored connection, else ``404 FET-1001``."""
         record = await self.store.get_connection(connection_id)
         if record is None:
             raise not_found("connection")
         return record
 
-    async def list(self, query: ConnectionQuery) -> tuple[list[ConnectionRecord], int]:
-        return await self.store.list_connections(query)
+    async def resolve(self, connection_id: str) -> Target:
+        """§2.6.4: an internal datasource (by its UUIDv5) or a stored connection, else 404."""
+        descriptor = self._internal_by_id(connection_id)
+        if descriptor is not None:
+            return Target.of_internal(descriptor, self.started_at)
+        return Target.stored(await self.get(connection_id))
+
+    async def describe(self, connection_id: str) -> dict[str, object]:
+        """§2.6.4 GET: the ConnectionResponse."""
+        target = await self.resolve(connection_id)
+        if target.internal is not None:
+            return internal_response(target.internal)
+        assert target.record is not None
+        return connection_response(target.record)
+
+    async def list_page(
+        self, request: ListRequest, *, product: str | None, unassigned: bool = False
+    ) -> dict[str, object]:
+        """§2.6.2 / §2.6.3: internal datasources first when no product is given and the list
+        is not the unassigned one; pagination applies to the combined sequence."""
+        offset = (request.page - 1) * request.limit
+        internal = [] if product is not None or unassigned else self._internal_matching(request)
+        head = internal[offset : offset + request.limit]
+        query = ConnectionQuery(
+            offset=max(0, offset - len(internal)),
+            limit=request.limit - len(head),
+            sort=request.sort,
+            product=product,
+            unassigned_only=unassigned,
+            type=request.type,
+            created_from=request.created_from,
+            created_before=request.created_before,
+            metadata=tuple(request.metadata),
+        )
+        records, total = await self.store.list_connections(query)
+        items = [internal_response(d) for d in head] + [connection_response(r) for r in records]
+        return {
+            "items": items,
+            "page": request.page,
+            "limit": request.limit,
+            "total": total + len(internal),
+        }
+
+    def _internal_matching(self, request: ListRequest) -> list[ConnectionDescriptor]:
+        """Internal datasources sorted by configName, matched by ``type`` only (§2.6.2)."""
+        wanted = request.type.casefold() if request.type is not None else None
+        return [
+            self.internal[name]
+            for name in sorted(self.internal)
+            if wanted is None or self.internal[name].type.value.casefold() == wanted
+        ]
+
+    # -- PATCH, DELETE, assign -----------------------------------------------------------
+
+    async def _mutable(self, connection_id: str) -> ConnectionRecord:
+        """Existence (404), then internal (409 FET-0004)."""
+        if self._internal_by_id(connection_id) is not None:
+            raise _internal_conflict()
+        return await self.get(connection_id)
+
+    async def update(self, connection_id: str, body: Mapping[str, object]) -> dict[str, object]:
+        """§2.6.5 steps 2 (``{}``) to 9; drops the cache entries of the old and new name."""
+        if not body:
+            raise invalid_payload(EMPTY_BODY_MESSAGE)
+        check_connection_fields(body)
+        record = await self._mutable(connection_id)
+        if await self.store.has_active_jobs(record.config_name):
+            raise _active_jobs("update")
+        data = validate_connection_patch(
+            _stored_input(record),
+            body,
+            embedded=self.embedded,
+            sqlite_allowed_dir=self.sqlite_allowed_dir,
+            metadata_store_path=self.metadata_store_path,
+        )
+        self._check_host_literal(data.host)
+        if data.config_name in self.internal:
+            raise _name_taken()
+        updated = self._merged_record(record, data, body)
+        try:
+            found = await self.store.update_connection(updated)
+        except ConflictError:
+            raise _name_taken() from None
+        if not found:
+            raise not_found("connection")
+        self.schema_cache.invalidate(record.config_name, updated.config_name)
+        return connection_response(updated)
+
+    def _merged_record(
+        self, record: ConnectionRecord, data: ConnectionInput, body: Mapping[str, object]
+    ) -> ConnectionRecord:
+        """The PATCHed record: secrets re-encrypted only when sent; SQLITE clears credentials."""
+        password, ssl_key, version = self._patched_secrets(record, data, body)
+        ssl_sent = "ssl" in body
+        ssl = data.ssl
+        return replace(
+            record,
+            config_name=data.config_name,
+            type=data.type,
+            host=data.host,
+            port=data.port,
+            database_name=data.database_name,
+            schema=data.schema,
+            user_name=data.user_name,
+            password_encrypted=password,
+            ssl_mode=(ssl.mode if ssl else None) if ssl_sent else record.ssl_mode,
+            ssl_ca=(ssl.ca if ssl else None) if ssl_sent else record.ssl_ca,
+            ssl_cert=(ssl.cert if ssl else None) if ssl_sent else record.ssl_cert,
+            ssl_key_encrypted=ssl_key,
+            encryption_key_version=version,
+            metadata=dict(data.metadata),  # type: ignore[arg-type]
+            updated_at=self.clock.now(),
+        )
+
+    def _patched_secrets(
+        self, record: ConnectionRecord, data: ConnectionInput, body: Mapping[str, object]
+    ) -> tuple[str | None, str | None, str]:
+        """``(password, ssl key, key version)`` ciphertexts after a PATCH.
+
+        A sent value is encrypted under the current key. A kept value stays as stored, unless
+        the record's key version changes with this PATCH: then it is re-encrypted too, so one
+        version label fits both ciphertexts (§6.4).
+        """
+        sqlite = data.type == _SQLITE
+        sent_password = data.password if "password" in body else None
+        ssl = data.ssl
+        sent_key = (ssl.key if ssl else None) if "ssl" in body else None
+        kept_password = None if sqlite or sent_password else record.password_encrypted
+        kept_key = None if "ssl" in body or sqlite else record.ssl_key_encrypted
+        if sent_password is None and sent_key is None:
+            return kept_password, kept_key, record.encryption_key_version
+        encrypt = self.cipher.encrypt
+        password = encrypt(sent_password, record.id) if sent_password else kept_password
+        key = encrypt(sent_key, record.id) if sent_key else kept_key
+        if record.encryption_key_version != self.cipher.version:
+            password = self._rekey(record, password, kept_password)
+            key = self._rekey(record, key, kept_key)
+        return password, key, self.cipher.version
+
+    def _rekey(self, record: ConnectionRecord, value: str | None, kept: str | None) -> str | None:
+        if value is None or value != kept:
+            return value
+        try:
+            plain = self.cipher.decrypt(value, record.id, record.encryption_key_version)
+        except CredentialError:
+            return value  # unreadable before the PATCH; it stays unreadable
+        return self.cipher.encrypt(plain, record.id)
+
+    async def delete(self, connection_id: str) -> None:
+        """§2.6.6: path ID (host), existence, internal, active jobs; a soft delete."""
+        record = await self._mutable(connection_id)
+        if await self.store.has_active_jobs(record.config_name):
+            raise _active_jobs("delete")
+        if not await self.store.soft_delete_connection(connection_id, self.clock.now()):
+            raise not_found("connection")
+        self.schema_cache.invalidate(record.config_name)
+
+    async def assign(self, connection_id: str, product: str) -> dict[str, object]:
+        """§2.6.10: existence, internal, then an atomic set-if-unassigned."""
+        await self._mutable(connection_id)
+        now = self.clock.now()
+        if not await self.store.assign_product(connection_id, product, now):
+            if await self.store.get_connection(connection_id) is None:
+                raise not_found("connection")
+            raise ApiError(
+                "FET-1015",
+                "The connection is already assigned to a product and cannot be reassigned.",
+            )
+        return connection_response(await self.get(connection_id))
+
+    # -- connecting (§2.6.7, §2.9, §2.5.1) -----------------------------------------------
 
     async def test(self, connection_id: str) -> dict[str, object]:
-        """§2.6.7 step 5: connect and probe within 10 s; a failure is ``200 failure``."""
-        record = await self.get(connection_id)
+        """§2.6.7 steps 2–5: rate limit, resolution, SSRF pre-dial, connect and probe."""
+        self.limiter.admit(connection_id)
+        target = await self.resolve(connection_id)
         started = time.monotonic()
-        ok = await self.probe(record)
+        ok = await self._probe_target(target)
         latency = int((time.monotonic() - started) * 1000)
         if ok:
             return {"status": "success", "message": "Connection successful", "latencyMs": latency}
         return {"status": "failure", "message": TEST_FAILURE_MESSAGE, "latencyMs": latency}
 
     async def probe(self, record: ConnectionRecord) -> bool:
-        """A live test: decrypt, connect and probe within 10 s. Never raises."""
+        """A live test of a stored connection (§3.6 step 14b): ``False`` on a connect failure.
+
+        Raises ``400 FET-0414`` when the SSRF pre-dial blocks the host.
+        """
+        return await self._probe_target(Target.stored(record))
+
+    async def _probe_target(self, target: Target) -> bool:
         try:
-            descriptor = descriptor_from_record(record, self.cipher)
             async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
-                async with self.registry.connector_for(descriptor) as connector:
+                descriptor = await self.prepare(target)
+                async with self.session(descriptor) as connector:
                     await connector.probe()
-        except (CredentialError, EngineError, TimeoutError, OSError):
+        except (ConnectFailed, EngineError, TimeoutError, OSError) as exc:
+            self._log_failure("connection test failed", target, exc)
             return False
         return True
 
+    def _log_failure(self, what: str, target: Target, exc: BaseException) -> None:
+        detail = exc.detail if isinstance(exc, ConnectFailed | EngineError) else type(exc).__name__
+        redactor = Redactor(
+            secrets=target.internal.secrets() if target.internal else (),
+            hosts=[target.record.host] if target.record and target.record.host else (),
+        )
+        log.info("%s: %s: %s", what, target.config_name, redactor.redact(str(detail or "")))
 
-def _name_taken() -> ApiError:
-    return ApiError(
-        "FET-1002", "A connection with this configName already exists.", title="Conflict"
-    )
+    async def prepare(self, target: Target) -> ConnectionDescriptor:
+        """Ready a target for one connect: SQLITE re-check, SSRF pre-dial, decryption.
+
+        Raises ``400 FET-0414`` when the guard blocks the host, :class:`ConnectFailed` for
+        every connect failure that happens before dialing.
+        """
+        if target.internal is not None:
+            return target.internal
+        record = target.record
+        assert record is not None
+        if record.type == _SQLITE and not self._sqlite_ok(record.database_name):
+            raise ConnectFailed("SQLite file is not readable in the allowed directory")
+        if self.ssrf_guard and record.host:
+            await self._predial(record.host, record.port)
+        try:
+            return descriptor_from_record(record, self.cipher)
+        except CredentialError as exc:
+            raise ConnectFailed(exc.reason) from None
+
+    def _sqlite_ok(self, path: str) -> bool:
+        """§2.5.1 re-check before every open of a stored SQLITE connection."""
+        allowed = self.sqlite_allowed_dir
+        return (
+            self.embedded
+            and allowed is not None
+            and sqlite_location_ok(
+                path, allowed_dir=allowed, metadata_store_path=self.metadata_store_path
+            )
+        )
+
+    async def _predial(self, host: str, port: int | None) -> str:
+        """§2.9 pre-dial: resolve once; any blocked address → FET-0414; DNS failure → connect
+        failure. Returns the vetted address."""
+        if is_blocked_host_literal(host):
+            raise forbidden_host()
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            raise ConnectFailed(f"name resolution failed: {exc}") from None
+        addresses = sorted({str(info[4][0]) for info in infos})
+        if not addresses or any(is_blocked_address(a) for a in addresses):
+            raise forbidden_host()
+        return addresses[0]
+
+    @asynccontextmanager
+    async def session(self, descriptor: ConnectionDescriptor) -> AsyncIterator[Connector]:
+        """An open connector; a failure to build or open it (10 s) is :class:`ConnectFailed`."""
+        try:
+            connector = self.registry.connector_for(descriptor)
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                await connector.__aenter__()
+        except EngineError as exc:
+            raise ConnectFailed(exc.detail or exc.message) from None
+        except (TimeoutError, OSError) as exc:
+            raise ConnectFailed(type(exc).__name__) from None
+        try:
+            yield connector
+        finally:
+            await connector.__aexit__(None, None, None)
+
+    # -- schema discovery (§2.6.8, §2.6.9, §2.7) -----------------------------------------
+
+    async def schema(self, connection_id: str, schemas: str | None) -> dict[str, object]:
+        """§2.6.8: fresh discovery (no cache), 30 s; 502 FET-1041 / FET-1042 on failure."""
+        requested = rules.parse_schemas_param(schemas)
+        target = await self.resolve(connection_id)
+        scope = rules.schema_scope(target.type, requested, target.schema)
+        try:
+            discovered = await self._discover(target, scope)
+        except ConnectFailed as exc:
+            self._log_failure("schema connect failed", target, exc)
+            raise ApiError("FET-1041", TEST_FAILURE_MESSAGE) from None
+        except _DiscoveryFailed as exc:
+            self._log_failure("schema discovery failed", target, exc.__cause__ or exc)
+            raise ApiError("FET-1042", SCHEMA_DISCOVERY_MESSAGE) from None
+        return rules.schema_body(
+            connection_id=target.id,
+            config_name=target.config_name,
+            database_name=target.database_name,
+            engine=target.type,
+            discovered=discovered,
+        )
+
+    async def _discover(self, target: Target, scope: Sequence[str]) -> DiscoveredSchema:
+        """Connect (10 s) and discover ``scope`` (30 s). Raises FET-0414, :class:`ConnectFailed`
+        or :class:`_DiscoveryFailed`."""
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                descriptor = await self.prepare(target)
+        except TimeoutError:
+            raise ConnectFailed("timed out") from None
+        async with self.session(descriptor) as connector:
+            try:
+                async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
+                    return await connector.discover(scope)
+            except (EngineError, TimeoutError, OSError) as exc:
+                raise _DiscoveryFailed() from exc
+
+    async def validate_schema(self, body: Mapping[str, object]) -> dict[str, object]:
+        """§2.6.9: body checks, resolution (FET-1062), then per-datasource checks through the
+        §2.7 cache; inconsistencies → ``422 FET-1060`` with the sorted ``errors``."""
+        mapped = rules.check_validation_body(body)
+        names = sorted(mapped)
+        targets = [await self._resolve_name(name) for name in names]
+        if all(t is None for t in targets):
+            raise ApiError("FET-1062", "No connections configured for the requested datasources")
+        results = await asyncio.gather(
+            *(
+                self._datasource_errors(name, target, mapped[name])
+                for name, target in zip(names, targets, strict=True)
+            )
+        )
+        errors = [entry for entries in results for entry in entries]
+        if errors:
+            raise ApiError("FET-1060", rules.VALIDATION_FAILED_MESSAGE, errors=errors)
+        return dict(rules.VALIDATION_SUCCESS)
+
+    async def _resolve_name(self, name: str) -> Target | None:
+        """Internal, then stored; a name that is both is ambiguous and does not resolve."""
+        record = await self.store.get_connection_by_name(name)
+        descriptor = self.internal.get(name)
+        if record is not None and descriptor is not None:
+            return None
+        if descriptor is not None:
+            return Target.of_internal(descriptor, self.started_at)
+        return Target.stored(record) if record is not None else None
+
+    async def _datasource_errors(
+        self, name: str, target: Target | None, tables: Mapping[str, Sequence[str]]
+    ) -> list[dict[str, str]]:
+        if target is None:
+            return [{"type": "DATA_SOURCE_NOT_FOUND", "dataSourceId": name}]
+        scope = rules.requested_scope(target.type, name, tables)
+        discovered = self.schema_cache.get(name, scope, target.updated_at)
+        if discovered is None:
+            try:
+                discovered = await self._discover(target, scope)
+            except (ApiError, ConnectFailed, _DiscoveryFailed) as exc:
+                self._log_failure("validate-schema discovery failed", target, exc)
+                return [{"type": "DATA_SOURCE_DOWN", "dataSourceId": name}]
+            self.schema_cache.put(name, scope, target.updated_at, discovered)
+        return rules.datasource_errors(name, target.type, discovered, tables)

@@ -68,6 +68,11 @@ class OutboxRelay:
             except Exception as exc:  # the next tick retries; the rows stay in the outbox
                 log.warning("outbox relay pass failed: %s", redact(str(exc)))
 
+    async def drain_all(self) -> int:
+        """Publish every unsent row now (shutdown flush, embedded hand-off)."""
+        await self.store.assign_feed_seq()
+        return await self.drain(min_age=timedelta(0))
+
     async def repair(self) -> int:
         """One repairer tick: number the feed, then drain rows older than 10 s."""
         await self.store.assign_feed_seq()

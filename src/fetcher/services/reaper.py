@@ -60,12 +60,13 @@ class StaleJobReaper:
                 started = job.started_at or job.created_at
                 if now - started <= self.processing_threshold(job):
                     continue
-                failed += await self._fail(job, "processing", ABANDONED)
+                failed += await self.fail(job, "processing", ABANDONED)
             elif job.status == "pending":
-                failed += await self._fail(job, "pending", NOT_PROCESSED)
+                failed += await self.fail(job, "pending", NOT_PROCESSED)
         return failed
 
-    async def _fail(self, job: JobRecord, status: JobStatus, error: str) -> int:
+    async def fail(self, job: JobRecord, status: JobStatus, error: str) -> int:
+        """Fail ``job`` from ``status`` with its event; 1 when the CAS matched, else 0."""
         now = self.clock.now()
         event = failed_event(self.events, job.id, job.metadata_json, error, now)
         done = await self.store.fail_job(

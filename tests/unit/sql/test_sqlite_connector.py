@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from fetcher.adapters.sql.sqlite import SqliteConnector, sqlite_family
+from fetcher.adapters.sql.sqlite import SqliteConnector, _converter, sqlite_family
 from fetcher.engine.errors import EngineError, ErrorCategory
 from fetcher.engine.filters.ast import BoundCondition, BoundFieldFilter, Operator
 from fetcher.engine.ports import Connector, Row, TableQuery
-from fetcher.engine.types import DiscoveredSchema, TableSchema, TypeFamily
+from fetcher.engine.types import Column, DiscoveredSchema, TableSchema, TypeFamily
 from tests.unit.sql.helpers import descriptor
 
 
@@ -131,7 +131,7 @@ async def test_values_are_encoded(database: Path, allowed_dir: Path) -> None:
         "ratio": 0.5,
         "active": True,
         "born": "2024-01-05",
-        "seen": "2024-01-05 10:00:00",
+        "seen": "2024-01-05T10:00:00Z",  # declared TIMESTAMP text → RFC 3339 UTC (§5.3)
         "at": "10:00:00",
         "payload": "AP8=",
         "misc": 7,
@@ -239,3 +239,29 @@ async def test_exit_twice_is_safe(database: Path, allowed_dir: Path) -> None:
     with pytest.raises(EngineError) as caught:
         await conn.probe()
     assert caught.value.category is ErrorCategory.CONNECT
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [
+        ("2024-01-05 10:00:00", "2024-01-05T10:00:00Z"),
+        ("2024-01-05T10:00:00.250+02:00", "2024-01-05T08:00:00.25Z"),
+        ("2024-01-05", "2024-01-05T00:00:00Z"),
+        ("last tuesday", "last tuesday"),
+        (1704448800, 1704448800),
+    ],
+)
+def test_timestamp_text_becomes_rfc3339_and_anything_else_stays(
+    stored: object, expected: object
+) -> None:
+
+    column = Column("t", TypeFamily.TIMESTAMP)
+    assert _converter(column)(stored) == expected
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"), [("2024-02-29", "2024-02-29"), ("2024-02-30", "2024-02-30"), (3, 3)]
+)
+def test_date_text(stored: object, expected: object) -> None:
+
+    assert _converter(Column("d", TypeFamily.DATE))(stored) == expected

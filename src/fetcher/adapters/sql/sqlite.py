@@ -30,6 +30,7 @@ import stat
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from datetime import date, datetime
 from decimal import Decimal
 from types import TracebackType
 from typing import Self, TypeVar
@@ -47,7 +48,13 @@ from fetcher.engine.filters.sql import dialect_for, render_select
 from fetcher.engine.model import ConnectionDescriptor
 from fetcher.engine.ports import Row, TableQuery
 from fetcher.engine.types import Column, DiscoveredSchema, EngineType, TableSchema, TypeFamily
-from fetcher.engine.values import encode_bytes, encode_float, encode_text
+from fetcher.engine.values import (
+    encode_bytes,
+    encode_date,
+    encode_datetime,
+    encode_float,
+    encode_text,
+)
 
 __all__ = [
     "LOCATION_DETAIL",
@@ -188,12 +195,39 @@ def _boolean(value: object) -> object:
     return _stored(value)
 
 
+def _timestamp(value: object) -> object:
+    """Declared DATETIME/TIMESTAMP text in an ISO form → RFC 3339 UTC (§5.3; naive = UTC).
+
+    SQLite has no timestamp storage class: text that does not parse as ISO 8601 (and
+    numbers) is returned as stored rather than guessed at."""
+    if isinstance(value, str):
+        try:
+            return encode_datetime(datetime.fromisoformat(value))
+        except ValueError:
+            pass
+    return _stored(value)
+
+
+def _date(value: object) -> object:
+    """Declared DATE text: ``YYYY-MM-DD`` when it parses as a date, else as stored."""
+    if isinstance(value, str):
+        try:
+            return encode_date(date.fromisoformat(value))
+        except ValueError:
+            pass
+    return _stored(value)
+
+
+_CONVERTERS: dict[TypeFamily, Callable[[object], object]] = {
+    TypeFamily.DECIMAL: _decimal_text,
+    TypeFamily.BOOLEAN: _boolean,
+    TypeFamily.TIMESTAMP: _timestamp,
+    TypeFamily.DATE: _date,
+}
+
+
 def _converter(column: Column) -> Callable[[object], object]:
-    if column.family is TypeFamily.DECIMAL:
-        return _decimal_text
-    if column.family is TypeFamily.BOOLEAN:
-        return _boolean
-    return _stored
+    return _CONVERTERS.get(column.family, _stored)
 
 
 def sqlite_param(value: object) -> object:

@@ -1,0 +1,27 @@
+"""Benchmarks (not tests): ``make bench`` runs them all and prints ratios against baselines
+measured in the same run, because these machines are noisy.
+
+* extraction: PostgreSQL table → Engine (real connector, §5.4 writer, spools) → null sink,
+  against a baseline that only fetches the same rows with psycopg's server-side cursor.
+* writer: the streaming §5.4 writer against ``json.dumps(indent=2, sort_keys=True)`` of the
+  same rows held in memory.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import extraction, writer
+
+
+def main() -> int:
+    writer.main()
+    extraction.main()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,187 @@
+"""The embedded local result store: ``<OBJECT_STORAGE_LOCAL_DIR>/<object key>`` (contract §6.3).
+
+A write goes to a temporary file in the target directory (created with ``O_EXCL``, mode 0600),
+is fsynced, and is renamed into place only when the writer block exits cleanly; on an exception
+or a cancellation the temporary file (and any object at the key) is removed, so nothing remains
+at the key (§4.3 step 5).
+Writes of the (≤ ~1 MiB) chunks are small synchronous ``os.write`` calls; the fsync and rename
+run in a worker thread that is always awaited to completion, so a cancellation can never race
+the cleanup. ``check`` is the §2.10 readiness probe (the directory is writable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import secrets
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from fetcher.engine.errors import EngineError, ErrorCategory
+from fetcher.services.runtime_ports import ObjectWriter
+
+__all__ = ["LocalObjectStore", "map_local_errors"]
+
+_T = TypeVar("_T")
+
+#: §4.3 step 5: the fixed part of every write failure.
+STORE_FAILED = "failed to store result"
+READ_FAILED = "failed to read result"
+NOT_FOUND = "result object not found"
+CHECK_FAILED = "object storage is not writable"
+
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+@contextlib.contextmanager
+def map_local_errors(message: str = STORE_FAILED) -> Iterator[None]:
+    """Translate file-system errors into ``EngineError(UNAVAILABLE, message, detail=…)``."""
+    try:
+        yield
+    except EngineError:
+        raise
+    except (OSError, ValueError) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise EngineError(ErrorCategory.UNAVAILABLE, message, detail=detail) from exc
+
+
+async def _in_thread(func: Callable[[], _T]) -> _T:
+    """Run ``func`` in a thread and wait for it to finish even when cancelled meanwhile."""
+    task = asyncio.ensure_future(asyncio.to_thread(func))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+        raise
+
+
+class _TempObject:
+    """One temporary file on its way to ``final``; tracks what cleanup must undo."""
+
+    def __init__(self, final: Path) -> None:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        self.final = final
+        self.temp = final.with_name(f".{final.name}.{secrets.token_hex(8)}.tmp")
+        self.fd: int | None = os.open(self.temp, _OPEN_FLAGS | _NOFOLLOW, 0o600)
+
+    async def write(self, chunk: bytes) -> None:
+        """Append ``chunk`` (the stored bytes) to the temporary file."""
+        if self.fd is None:
+            raise EngineError(ErrorCategory.UNAVAILABLE, STORE_FAILED, detail="writer is closed")
+        view = memoryview(chunk)
+        with map_local_errors():
+            while view:
+                written = os.write(self.fd, view)
+                view = view[written:]
+
+    def commit(self) -> None:
+        """fsync, close and rename into place; then fsync the directory (best effort)."""
+        if self.fd is None:
+            raise ValueError("writer is closed")
+        os.fsync(self.fd)
+        fd, self.fd = self.fd, None
+        os.close(fd)
+        os.replace(self.temp, self.final)
+        with contextlib.suppress(OSError):
+            directory = os.open(self.final.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+
+    def discard(self) -> None:
+        """Close and remove the temporary file and anything at the key (never raises).
+
+        Like the S3 store, a failed write leaves no object at the key (the port's rule), even
+        one an earlier write put there.
+        """
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        for target in (self.temp, self.final):
+            with contextlib.suppress(OSError):
+                target.unlink()
+
+
+class LocalObjectStore:
+    """``ObjectStore`` over a local directory (embedded mode without an S3 endpoint, §6.3)."""
+
+    def __init__(self, root: str) -> None:
+        self._root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"LocalObjectStore(root={str(self._root)!r})"
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    def path_for(self, key: str) -> Path:
+        """The file for ``key``; keys that could leave the root are refused (``VALIDATION``)."""
+        parts = key.split("/")
+        bad = (
+            not key
+            or "\x00" in key
+            or "\\" in key
+            or key.startswith("/")
+            or any(part in ("", ".", "..") for part in parts)
+        )
+        root = self._root.resolve()
+        path = root.joinpath(*parts)
+        if bad or not path.resolve().is_relative_to(root):
+            raise EngineError(
+                ErrorCategory.VALIDATION, "invalid object key", detail=f"refused key {key!r}"
+            )
+        return path
+
+    @asynccontextmanager
+    async def open_writer(self, key: str) -> AsyncIterator[ObjectWriter]:
+        """Write the object at ``key``; it appears only when the block exits cleanly."""
+        final = self.path_for(key)
+        with map_local_errors():
+            temp = _TempObject(final)
+        committed = False
+        try:
+            yield temp
+            with map_local_errors():
+                await _in_thread(temp.commit)
+            committed = True
+        finally:
+            if not committed:
+                temp.discard()
+
+    async def read(self, key: str) -> bytes:
+        """The stored bytes at ``key``; a missing object raises ``NOT_FOUND``."""
+        path = self.path_for(key)
+        try:
+            with map_local_errors(READ_FAILED):
+                return await asyncio.to_thread(path.read_bytes)
+        except EngineError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and cause.errno in (errno.ENOENT, errno.ENOTDIR):
+                raise EngineError(ErrorCategory.NOT_FOUND, NOT_FOUND) from cause
+            raise
+
+    async def exists(self, key: str) -> bool:
+        path = self.path_for(key)
+        return await asyncio.to_thread(path.is_file)
+
+    async def check(self) -> None:
+        """§2.10: the directory exists (created if needed) and a file can be created in it."""
+        with map_local_errors(CHECK_FAILED):
+            await asyncio.to_thread(self._probe)
+
+    def _probe(self) -> None:
+        self._root.mkdir(parents=True, exist_ok=True)
+        probe = self._root / f".readyz.{secrets.token_hex(8)}.tmp"
+        fd = os.open(probe, _OPEN_FLAGS | _NOFOLLOW, 0o600)
+        os.close(fd)
+        probe.unlink()

@@ -1,0 +1,319 @@
+"""S3-compatible result store over aioboto3 (contract §6.3, §4.3 step 5, §2.10, §9.1).
+
+* ``open_writer(key)`` streams the stored bytes: parts of ``part_size`` (≥ 5 MiB) are buffered and
+  uploaded with a multipart upload; an object that never fills one part is sent with a single
+  ``PutObject``. Memory stays bounded to about one part. ``Content-Type`` is
+  ``application/octet-stream`` (§6.3).
+* On any error or cancellation inside or at the end of the block, the multipart upload is
+  aborted and the key is deleted on a best-effort basis, so no object remains (§4.3 step 5).
+* Every botocore/aiohttp failure becomes ``EngineError(UNAVAILABLE, …)`` in
+  :func:`map_s3_errors`; the detail never carries the credentials.
+* ``check`` sends ``HeadBucket`` (§2.10).
+
+The client is opened in :meth:`S3ObjectStore.open` (or ``async with``) and closed by
+:meth:`S3ObjectStore.close`; both are safe to call twice. Nothing happens at import or
+construction time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from types import TracebackType
+from typing import Any
+
+from fetcher.engine.errors import EngineError, ErrorCategory
+from fetcher.services.runtime_ports import ObjectWriter
+
+__all__ = ["CONTENT_TYPE", "MIN_PART_SIZE", "S3ObjectStore", "map_s3_errors"]
+
+log = logging.getLogger(__name__)
+
+#: §6.3: the object Content-Type.
+CONTENT_TYPE = "application/octet-stream"
+#: S3's minimum size of every part but the last.
+MIN_PART_SIZE = 5 * 1024 * 1024
+DEFAULT_PART_SIZE = 8 * 1024 * 1024
+#: Upper bound of the abort/delete clean-up after a failed write.
+CLEANUP_TIMEOUT_SECONDS = 15.0
+
+STORE_FAILED = "failed to store result"
+READ_FAILED = "failed to read result"
+NOT_FOUND = "result object not found"
+CHECK_FAILED = "object storage is not reachable"
+_MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
+
+
+def _scrub(text: str, secrets: Iterable[str | None]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _describe(exc: BaseException) -> str:
+    """A short, credential-free text for a botocore / aiohttp exception."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        error = response.get("Error") or {}
+        code = str(error.get("Code") or "")
+        message = str(error.get("Message") or "")
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        parts = [p for p in (code, message) if p]
+        if not parts and status:
+            parts = [f"HTTP {status}"]
+        if parts:
+            return ": ".join(dict.fromkeys(parts))
+    return str(exc) or type(exc).__name__
+
+
+def error_code(exc: BaseException) -> str:
+    """The S3 error code of a ``ClientError`` (``""`` for anything else)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return ""
+    return str((response.get("Error") or {}).get("Code") or "")
+
+
+@contextlib.contextmanager
+def map_s3_errors(message: str, *, secrets: Iterable[str | None] = ()) -> Iterator[None]:
+    """The one place S3 failures are translated: ``EngineError(UNAVAILABLE, message, detail)``.
+
+    ``detail`` is the S3 error code and message (or the transport error text), with every value
+    in ``secrets`` (the access key ID and the secret key) replaced by ``[redacted]``.
+    """
+    from aiohttp import ClientError as HttpError
+    from botocore.exceptions import (  # type: ignore[import-untyped]
+        BotoCoreError,
+        ClientError,
+    )
+
+    try:
+        yield
+    except EngineError:
+        raise
+    except (ClientError, BotoCoreError, HttpError, OSError, TimeoutError, ValueError) as exc:
+        detail = _scrub(_describe(exc), secrets)
+        raise EngineError(ErrorCategory.UNAVAILABLE, message, detail=detail) from exc
+
+
+class _MultipartWriter:
+    """Buffers the stored bytes and uploads full parts as they fill (``ObjectWriter``)."""
+
+    def __init__(self, store: S3ObjectStore, client: Any, key: str) -> None:
+        self._store = store
+        self._client = client
+        self._key = key
+        self._buffer = bytearray()
+        self._parts: list[dict[str, Any]] = []
+        self.upload_id: str | None = None
+
+    async def write(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        size = self._store.part_size
+        while len(self._buffer) >= size:
+            with memoryview(self._buffer) as view:
+                part = bytes(view[:size])
+            del self._buffer[:size]
+            await self._upload_part(part)
+
+    async def _upload_part(self, data: bytes) -> None:
+        bucket = self._store.bucket
+        with self._store.errors(STORE_FAILED):
+            if self.upload_id is None:
+                created = await self._client.create_multipart_upload(
+                    Bucket=bucket, Key=self._key, ContentType=CONTENT_TYPE
+                )
+                self.upload_id = str(created["UploadId"])
+            number = len(self._parts) + 1
+            result = await self._client.upload_part(
+                Bucket=bucket, Key=self._key, UploadId=self.upload_id, PartNumber=number, Body=data
+            )
+        self._parts.append({"ETag": result["ETag"], "PartNumber": number})
+
+    async def finish(self) -> None:
+        """Send what is buffered: one ``PutObject``, or the last part and the completion."""
+        bucket = self._store.bucket
+        if self.upload_id is None:
+            data, self._buffer = bytes(self._buffer), bytearray()
+            with self._store.errors(STORE_FAILED):
+                await self._client.put_object(
+                    Bucket=bucket, Key=self._key, Body=data, ContentType=CONTENT_TYPE
+                )
+            return
+        if self._buffer:
+            data, self._buffer = bytes(self._buffer), bytearray()
+            await self._upload_part(data)
+        with self._store.errors(STORE_FAILED):
+            await self._client.complete_multipart_upload(
+                Bucket=bucket,
+                Key=self._key,
+                UploadId=self.upload_id,
+                MultipartUpload={"Parts": self._parts},
+            )
+
+    async def discard(self) -> None:
+        """Abort the multipart upload and delete the key (best effort, bounded, never raises)."""
+        self._buffer = bytearray()
+        bucket = self._store.bucket
+        try:
+            async with asyncio.timeout(CLEANUP_TIMEOUT_SECONDS):
+                if self.upload_id is not None:
+                    await self._client.abort_multipart_upload(
+                        Bucket=bucket, Key=self._key, UploadId=self.upload_id
+                    )
+                await self._client.delete_object(Bucket=bucket, Key=self._key)
+        except Exception as exc:  # best effort: the write already failed
+            detail = _scrub(_describe(exc), self._store.secrets)
+            log.warning("object storage clean-up after a failed write failed: %s", detail)
+
+
+class S3ObjectStore:
+    """``ObjectStore`` on an S3-compatible bucket (§6.3, §9.1 ``OBJECT_STORAGE_*``)."""
+
+    def __init__(
+        self,
+        *,
+        endpoint: str,
+        bucket: str,
+        region: str,
+        access_key_id: str | None,
+        secret_key: str | None,
+        path_style: bool,
+        part_size: int = DEFAULT_PART_SIZE,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+        max_attempts: int = 3,
+    ) -> None:
+        if part_size < MIN_PART_SIZE:
+            raise ValueError(f"part_size must be at least {MIN_PART_SIZE} bytes")
+        self.endpoint = endpoint
+        self.bucket = bucket
+        self.region = region
+        self.path_style = path_style
+        self.part_size = part_size
+        self._access_key_id = access_key_id
+        self._secret_key = secret_key
+        self._timeouts = (connect_timeout, read_timeout)
+        self._max_attempts = max_attempts
+        self._stack: AsyncExitStack | None = None
+        self._client: Any = None
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        credentials = "static" if self._access_key_id else "default-chain"
+        return (
+            f"S3ObjectStore(endpoint={self.endpoint!r}, bucket={self.bucket!r}, "
+            f"region={self.region!r}, path_style={self.path_style}, credentials={credentials})"
+        )
+
+    @property
+    def secrets(self) -> tuple[str | None, ...]:
+        return (self._secret_key, self._access_key_id)
+
+    def errors(self, message: str) -> contextlib.AbstractContextManager[None]:
+        """:func:`map_s3_errors` with this store's credentials as the values to scrub."""
+        return map_s3_errors(message, secrets=self.secrets)
+
+    async def open(self) -> None:
+        """Create the aioboto3 client (idempotent)."""
+        async with self._lock:
+            if self._client is not None:
+                return
+            import aioboto3
+            from botocore.config import Config  # type: ignore[import-untyped]
+
+            config = Config(
+                region_name=self.region,
+                signature_version="s3v4",
+                s3={"addressing_style": "path" if self.path_style else "auto"},
+                connect_timeout=self._timeouts[0],
+                read_timeout=self._timeouts[1],
+                retries={"max_attempts": self._max_attempts, "mode": "standard"},
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            )
+            stack = AsyncExitStack()
+            with self.errors(CHECK_FAILED):
+                self._client = await stack.enter_async_context(
+                    aioboto3.Session().client(
+                        "s3",
+                        endpoint_url=self.endpoint,
+                        region_name=self.region,
+                        aws_access_key_id=self._access_key_id,
+                        aws_secret_access_key=self._secret_key,
+                        config=config,
+                    )
+                )
+            self._stack = stack
+
+    async def close(self) -> None:
+        """Close the client (idempotent)."""
+        async with self._lock:
+            stack, self._stack, self._client = self._stack, None, None
+            if stack is not None:
+                await stack.aclose()
+
+    async def __aenter__(self) -> S3ObjectStore:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _require_client(self) -> Any:
+        if self._client is None:
+            raise RuntimeError("S3ObjectStore is not open: call open() or use 'async with'")
+        return self._client
+
+    @asynccontextmanager
+    async def open_writer(self, key: str) -> AsyncIterator[ObjectWriter]:
+        """Stream the object at ``key``; it exists only if the block exits cleanly."""
+        writer = _MultipartWriter(self, self._require_client(), key)
+        finished = False
+        try:
+            yield writer
+            await writer.finish()
+            finished = True
+        finally:
+            if not finished:
+                await asyncio.shield(asyncio.ensure_future(writer.discard()))
+
+    async def read(self, key: str) -> bytes:
+        """The stored bytes at ``key``; a missing object raises ``NOT_FOUND``."""
+        client = self._require_client()
+        with self.errors(READ_FAILED):
+            try:
+                response = await client.get_object(Bucket=self.bucket, Key=key)
+            except Exception as exc:
+                if error_code(exc) in _MISSING_CODES:
+                    raise EngineError(ErrorCategory.NOT_FOUND, NOT_FOUND) from exc
+                raise
+            async with response["Body"] as body:
+                data: bytes = await body.read()
+        return data
+
+    async def exists(self, key: str) -> bool:
+        client = self._require_client()
+        with self.errors(READ_FAILED):
+            try:
+                await client.head_object(Bucket=self.bucket, Key=key)
+            except Exception as exc:
+                if error_code(exc) in _MISSING_CODES:
+                    return False
+                raise
+        return True
+
+    async def check(self) -> None:
+        """§2.10 readiness: ``HeadBucket`` on the configured bucket."""
+        client = self._require_client()
+        with self.errors(CHECK_FAILED):
+            await client.head_bucket(Bucket=self.bucket)

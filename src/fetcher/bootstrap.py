@@ -1,0 +1,279 @@
+"""The one composition root: ``async with build_runtime(settings) as rt:``.
+
+It is the only place that reads :class:`~fetcher.settings.Settings` and builds real objects:
+stores, connectors, object storage and messaging are opened in an ``AsyncExitStack`` and handed
+to the services as ports. Tests build a :class:`Runtime` from fakes with the same fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fetcher.adapters.messaging.inprocess import InProcessEventBus, InProcessWorkQueue
+from fetcher.adapters.objectstore.local import LocalObjectStore
+from fetcher.adapters.spool import EncryptedSpoolFactory
+from fetcher.adapters.sql.registry import SqlConnectorRegistry
+from fetcher.adapters.store.postgres import PostgresMetadataStore
+from fetcher.adapters.store.sqlite import SqliteMetadataStore
+from fetcher.crypto import Redactor
+from fetcher.engine import DEFAULT_LIMITS, ConnectionDescriptor, ConnectorRegistry, Engine, Limits
+from fetcher.services.connections import ConnectionService
+from fetcher.services.credentials import CredentialCipher
+from fetcher.services.events import EventContext
+from fetcher.services.extraction import ExtractionService
+from fetcher.services.feed import EventFeed
+from fetcher.services.jobs import JobService
+from fetcher.services.metrics import Metrics
+from fetcher.services.outbox import OutboxRelay
+from fetcher.services.ports import MetadataStore
+from fetcher.services.reaper import StaleJobReaper
+from fetcher.services.runtime_ports import EventPublisher, ObjectStore, WorkPublisher, WorkSource
+from fetcher.settings import Mode, Settings
+
+__all__ = ["Lifecycle", "ReadinessCheck", "Runtime", "WorkerParts", "build_runtime"]
+
+#: A readiness probe (§2.10): returns normally when up, raises with a reason when down.
+ReadinessCheck = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class Lifecycle:
+    """``started`` turns ``/health`` 200 (§2.10); ``draining`` turns ``/readyz`` 503 (§9.3)."""
+
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    draining: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class Runtime:
+    """Everything a host needs, typed. ``readiness`` maps a check name to its probe; a name
+    mapped to ``None`` is reported ``skipped`` (embedded mode without a broker)."""
+
+    settings: Settings
+    store: MetadataStore
+    registry: ConnectorRegistry
+    connections: ConnectionService
+    jobs: JobService
+    metrics: Metrics
+    readiness: Mapping[str, ReadinessCheck | None]
+    internal: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    worker: WorkerParts | None = None
+    #: The §2.12 event feed over ``store``; the relay calls ``feed.notify()`` after it assigns
+    #: ``feed_seq`` values, waking long-polls at once.
+    feed: EventFeed = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.feed = EventFeed(self.store)
+
+
+@dataclass
+class WorkerParts:
+    """What runs the Worker side (Worker and embedded modes). ``republisher`` carries §7.4
+    row 7 retries back to the work queue."""
+
+    extraction: ExtractionService
+    relay: OutboxRelay
+    reaper: StaleJobReaper
+    source: WorkSource
+    republisher: WorkPublisher
+    objects: ObjectStore
+
+
+@dataclass
+class _Messaging:
+    work_publisher: WorkPublisher
+    work_source: WorkSource
+    events: EventPublisher
+    check: ReadinessCheck | None
+
+
+@asynccontextmanager
+async def build_runtime(
+    settings: Settings, *, registry: ConnectorRegistry | None = None
+) -> AsyncIterator[Runtime]:
+    """Open every resource the mode needs; close them all, in reverse, on exit."""
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(_open_store(settings))
+        await store.migrate()
+        metrics = Metrics()
+        internal = dict(settings.internal_datasources)
+        registry = registry or SqlConnectorRegistry(
+            sqlite_allowed_dir=settings.sqlite_allowed_dir,
+            forbidden_paths=[p for p in (settings.sqlite_path,) if p],
+        )
+        messaging = await _open_messaging(settings, stack)
+        objects = await _open_objects(settings, stack)
+        cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
+        events = EventContext(source=settings.ce_source, exchange=settings.events_exchange)
+        max_limits = DEFAULT_LIMITS.with_result_ceiling(settings.engine_max_result_bytes)
+        connections = ConnectionService(
+            store=store,
+            cipher=cipher,
+            registry=registry,
+            internal=internal,
+            embedded=settings.mode is Mode.EMBEDDED,
+            sqlite_allowed_dir=settings.sqlite_allowed_dir,
+            metadata_store_path=settings.sqlite_path,
+        )
+        jobs = JobService(
+            store=store,
+            connections=connections,
+            publisher=messaging.work_publisher,
+            internal_key=settings.keys.internal_hmac,
+            work_queue=_work_queue(settings),
+            events=events,
+            max_limits=max_limits,
+            metrics=metrics,
+            internal=internal,
+        )
+        readiness: dict[str, ReadinessCheck | None] = {"database": store.ping}
+        readiness["rabbitmq"] = messaging.check
+        worker = None
+        if settings.mode is not Mode.MANAGER:
+            readiness["object_storage"] = objects.check
+            worker = _worker_parts(
+                settings=settings,
+                store=store,
+                registry=registry,
+                objects=objects,
+                messaging=messaging,
+                cipher=cipher,
+                events=events,
+                metrics=metrics,
+                max_limits=max_limits,
+            )
+            worker.extraction.internal = internal
+        yield Runtime(
+            settings=settings,
+            store=store,
+            registry=registry,
+            connections=connections,
+            jobs=jobs,
+            metrics=metrics,
+            readiness=readiness,
+            internal=internal,
+            worker=worker,
+        )
+
+
+def _work_queue(settings: Settings) -> str:
+    return settings.rabbitmq.work_queue if settings.rabbitmq else "fetcher.embedded.work"
+
+
+def _ensure_dir(path: str) -> str:
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _open_store(settings: Settings) -> AbstractAsyncContextManager[MetadataStore]:
+    if settings.sqlite_path is not None:
+        Path(settings.sqlite_path).parent.mkdir(parents=True, exist_ok=True)
+        return SqliteMetadataStore(settings.sqlite_path)
+    return PostgresMetadataStore(_libpq_url(settings.database_url))
+
+
+def _libpq_url(url: str) -> str:
+    """libpq accepts ``postgresql://`` and ``postgres://`` as they are."""
+    return url
+
+
+async def _open_objects(settings: Settings, stack: AsyncExitStack) -> ObjectStore:
+    storage = settings.object_storage
+    if storage.endpoint is None:
+        return LocalObjectStore(_ensure_dir(storage.local_dir))
+    from fetcher.adapters.objectstore.s3 import S3ObjectStore
+
+    s3 = S3ObjectStore(
+        endpoint=storage.endpoint,
+        bucket=storage.bucket,
+        region=storage.region,
+        access_key_id=storage.access_key_id,
+        secret_key=storage.secret_key,
+        path_style=storage.path_style,
+    )
+    return await stack.enter_async_context(s3)
+
+
+async def _open_messaging(settings: Settings, stack: AsyncExitStack) -> _Messaging:
+    """Embedded without a broker: the in-process queue and bus. Otherwise RabbitMQ."""
+    if settings.rabbitmq is None:
+        queue = InProcessWorkQueue(_work_queue(settings))
+        bus = InProcessEventBus()
+        return _Messaging(queue, queue, bus, None)
+    from fetcher.adapters.messaging import rabbitmq
+
+    rabbit = settings.rabbitmq
+    connection = await stack.enter_async_context(
+        rabbitmq.RabbitConnection(
+            host=rabbit.host,
+            port=rabbit.port,
+            user=rabbit.user,
+            password=rabbit.password,
+            vhost=rabbit.vhost,
+            tls=rabbit.tls,
+        )
+    )
+    await connection.declare_topology(rabbit.work_queue)  # §7.1, idempotent
+    publisher: WorkPublisher = rabbitmq.RabbitWorkPublisher(connection, rabbit.work_queue)
+    events = rabbitmq.RabbitEventPublisher(connection, settings.events_exchange)
+    if settings.mode is not Mode.MANAGER:
+        await connection.declare_events_exchange(settings.events_exchange)
+    source: WorkSource
+    if settings.mode is Mode.EMBEDDED:
+        queue = InProcessWorkQueue(_work_queue(settings))
+        publisher, source = queue, queue
+    else:
+        source = rabbitmq.RabbitWorkSource(connection, rabbit.work_queue, prefetch=settings.workers)
+    return _Messaging(publisher, source, events, connection.check)
+
+
+def _worker_parts(
+    *,
+    settings: Settings,
+    store: MetadataStore,
+    registry: ConnectorRegistry,
+    objects: ObjectStore,
+    messaging: _Messaging,
+    cipher: CredentialCipher,
+    events: EventContext,
+    metrics: Metrics,
+    max_limits: Limits,
+) -> WorkerParts:
+    relay = OutboxRelay(
+        store=store,
+        publisher=messaging.events,
+        external_key=settings.keys.external_hmac,
+        exchange=settings.events_exchange,
+        metrics=metrics,
+    )
+    engine = Engine(
+        registry, limits=max_limits, spools=EncryptedSpoolFactory(settings.spool_memory_bytes)
+    )
+    extraction = ExtractionService(
+        store=store,
+        objects=objects,
+        engine=engine,
+        keys=settings.keys,
+        cipher=cipher,
+        events=events,
+        metrics=metrics,
+        key_prefix=settings.object_storage.key_prefix,
+        storage_timeout=settings.storage_timeout,
+        redactor=Redactor(secrets=settings.secrets),
+        on_commit=relay.kick,
+    )
+    reaper = StaleJobReaper(
+        store=store,
+        events=events,
+        max_limits=max_limits,
+        pending_timeout=settings.pending_timeout,
+        storage_timeout=settings.storage_timeout,
+    )
+    return WorkerParts(
+        extraction, relay, reaper, messaging.work_source, messaging.work_publisher, objects
+    )

@@ -1,0 +1,102 @@
+"""``fetcher derive-key`` and ``fetcher generate-master-key`` (contract §6.5, §1.5)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from fetcher.crypto import KeySet, MasterKeyError, generate_master_key, parse_master_key
+
+__all__ = ["DERIVE_KEY_USAGE", "derive_key_command", "generate_master_key_command"]
+
+DERIVE_KEY_USAGE = """\
+usage: fetcher derive-key [--key <base64>] [--stdin] [--purpose external|storage]
+
+Print a key derived from the Fetcher master key (APP_ENC_KEY), so that consumers can verify
+events and result HMACs (external) or decrypt result objects (storage) without holding the
+master key.
+
+The master key is taken from, in order: --key <base64>; the first line of standard input when
+--stdin is given; the APP_ENC_KEY environment variable.
+
+options:
+  --key <base64>      the master key (visible to other users of this machine, e.g. in ps)
+  --stdin             read the master key from the first line of standard input
+  --purpose <name>    external (default): the external HMAC key; storage: the storage key
+  -h, --help          show this help and exit
+"""
+
+_PURPOSES = {"external": "External HMAC Key (hex)", "storage": "Storage Key (hex)"}
+
+
+def _usage_error(stderr: TextIO) -> int:
+    stderr.write(DERIVE_KEY_USAGE)
+    return 1
+
+
+def _parse(argv: list[str], stdout: TextIO, stderr: TextIO) -> dict[str, str | bool] | int:
+    options: dict[str, str | bool] = {"purpose": "external", "stdin": False}
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-h", "--help"):
+            stdout.write(DERIVE_KEY_USAGE)
+            return 0
+        if arg == "--stdin":
+            options["stdin"] = True
+        elif arg in ("--key", "--purpose"):
+            value = next(args, None)
+            if value is None:
+                return _usage_error(stderr)
+            options[arg[2:]] = value
+        elif arg.startswith(("--key=", "--purpose=")):
+            name, _, value = arg[2:].partition("=")
+            options[name] = value
+        else:
+            return _usage_error(stderr)
+    if options["purpose"] not in _PURPOSES:
+        return _usage_error(stderr)
+    return options
+
+
+def derive_key_command(
+    argv: list[str],
+    env: dict[str, str],
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+    stderr: TextIO = sys.stderr,
+) -> int:
+    """§6.5: key source precedence ``--key`` > ``--stdin`` > ``APP_ENC_KEY``."""
+    options = _parse(argv, stdout, stderr)
+    if isinstance(options, int):
+        return options
+    text: str | None = None
+    if isinstance(options.get("key"), str):
+        stderr.write(
+            "warning: a key given on the command line is visible to other users of this "
+            "machine (for example through ps); prefer --stdin or APP_ENC_KEY\n"
+        )
+        text = str(options["key"])
+    elif options["stdin"]:
+        text = stdin.readline().strip() or None
+    elif env.get("APP_ENC_KEY", "").strip():
+        text = env["APP_ENC_KEY"].strip()
+    if not text:
+        return _usage_error(stderr)
+    try:
+        keys = KeySet.from_master(parse_master_key(text))
+    except MasterKeyError as exc:
+        stderr.write(f"Error: {exc.reason}\n")
+        stderr.write(
+            "hint: the master key is standard base64 (with padding) of at least 32 bytes\n"
+        )
+        return 1
+    purpose = str(options["purpose"])
+    key = keys.external_hmac if purpose == "external" else keys.storage
+    stdout.write(f"{_PURPOSES[purpose]}: {key.hex()}\n")
+    return 0
+
+
+def generate_master_key_command(stdout: TextIO = sys.stdout) -> int:
+    """§1.5: standard base64 (with padding) of 32 random bytes, then a newline."""
+    stdout.write(generate_master_key() + "\n")
+    return 0

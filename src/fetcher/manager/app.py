@@ -1,0 +1,140 @@
+"""The Manager's HTTP application (contract §2): ``create_app(runtime) -> FastAPI``.
+
+* Routing: ``redirect_slashes`` is off, so a trailing slash is an unknown route (§2.1).
+* Errors: every non-2xx body is §2.2. ``ApiError`` maps through ``manager/errors.py``;
+  ``StoreUnavailableError`` → ``503 FET-0003``; an unknown route → ``404 FET-0005``; a known
+  path with another method → ``405 FET-0008`` with ``Allow``; the default validation and
+  HTTP-exception handlers are replaced; anything else → ``500 FET-0002`` (middleware).
+* :class:`~fetcher.manager.middleware.FetcherMiddleware` adds request IDs, the streaming
+  1 MiB body limit, CORS and HTTP metrics.
+* OpenAPI 3.1 at ``/openapi.json`` (request bodies documented from ``manager/schemas.py``),
+  Swagger UI at ``/docs``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from fetcher import __version__
+from fetcher.bootstrap import Runtime
+from fetcher.manager.errors import internal_error
+from fetcher.manager.json_body import UNPARSABLE
+from fetcher.manager.middleware import FetcherMiddleware
+from fetcher.manager.responses import error_response
+from fetcher.manager.routes import connections, events, jobs, operational
+from fetcher.manager.schemas import REQUEST_MODELS
+from fetcher.services.errors import ApiError, invalid_payload
+from fetcher.services.ports import StoreUnavailableError
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+_DESCRIPTION = (
+    "Fetcher Manager API: connections, schema discovery and validation, extraction jobs, the "
+    "event feed and operational routes. Every error body is "
+    '`{"code","title","message","fields"?,"errors"?}`.'
+)
+
+
+class FetcherAPI(FastAPI):
+    """FastAPI with an OpenAPI document that also lists the request-body models."""
+
+    def openapi(self) -> dict[str, Any]:
+        if self.openapi_schema:
+            return self.openapi_schema
+        schema = get_openapi(
+            title=self.title,
+            version=self.version,
+            openapi_version="3.1.0",
+            description=self.description,
+            routes=self.routes,
+        )
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in REQUEST_MODELS:
+            document = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(document.pop("$defs", {}))
+            components[model.__name__] = document
+        self.openapi_schema = schema
+        return schema
+
+
+_ROUTERS = (connections.router, jobs.router, events.router, operational.router)
+
+
+def allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """Methods of the routes whose path matches; static paths win over ``{id}`` (§2.6).
+
+    The routers' own routes are read as well as the application's, because included routers
+    may be mounted lazily (their routes carry the full path, prefix included).
+    """
+    static: set[str] = set()
+    dynamic: set[str] = set()
+    routes = [*app.router.routes, *(r for router in _ROUTERS for r in router.routes)]
+    for route in routes:
+        regex = getattr(route, "path_regex", None)
+        methods = getattr(route, "methods", None)
+        if regex is None or not methods or regex.match(path) is None:
+            continue
+        (dynamic if getattr(route, "param_convertors", None) else static).update(methods)
+    return sorted(static or dynamic)
+
+
+def _install_handlers(app: FastAPI) -> None:
+    async def on_api_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return error_response(exc)
+
+    async def on_store_unavailable(_: Request, exc: Exception) -> Response:
+        log.warning("metadata store unavailable: %s", type(exc).__name__)
+        return error_response(
+            ApiError("FET-0003", "The service is temporarily unavailable. Please try again later.")
+        )
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 404:
+            return error_response(ApiError("FET-0005", "The requested route does not exist."))
+        if exc.status_code == 405:
+            allow = ", ".join(allowed_methods(app, request.url.path))
+            err = ApiError("FET-0008", "The method is not allowed for the requested route.")
+            return error_response(err, {"Allow": allow})
+        return error_response(internal_error())
+
+    async def on_validation_error(_: Request, exc: Exception) -> Response:
+        return error_response(invalid_payload(UNPARSABLE))
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(StoreUnavailableError, on_store_unavailable)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+
+
+def create_app(runtime: Runtime) -> FastAPI:
+    """The Manager application over ``runtime`` (routes read it from ``app.state``)."""
+    app = FetcherAPI(
+        title="Fetcher",
+        version=__version__,
+        description=_DESCRIPTION,
+        redirect_slashes=False,
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.runtime = runtime
+    for router in _ROUTERS:
+        app.include_router(router)
+    _install_handlers(app)
+    app.add_middleware(
+        FetcherMiddleware,
+        metrics=runtime.metrics,
+        cors_origins=runtime.settings.cors_origins,
+    )
+    return app

@@ -1,0 +1,210 @@
+"""The Manager's pure-ASGI middleware (contract §2.1, §2.2, §2.11).
+
+One pass per HTTP request:
+
+* **Request ID**: ``X-Request-Id`` is reused when it has 1–128 visible ASCII characters, else a
+  UUIDv4 is generated; it is stored in ``scope["state"]["request_id"]`` and set on every
+  response.
+* **Body limit**: ``receive`` is wrapped so that more than 1 MiB (declared by
+  ``Content-Length`` or counted while a chunked body streams) raises ``413 FET-0007`` the moment
+  it is read, never after buffering. Routes that ignore their body never read it.
+* **CORS**: only for the origins of ``CORS_ALLOWED_ORIGINS`` (``*`` only when listed). A
+  preflight from an allowed origin → ``204``; credentials are never allowed.
+* **Unhandled errors**: ``500 FET-0002`` with the exact §2.2 message.
+* **Metrics**: ``fetcher_http_requests_total`` and ``fetcher_http_request_duration_seconds``
+  labelled with the route template.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from fetcher.crypto import redact
+from fetcher.manager.errors import error_body, internal_error, status_for
+from fetcher.manager.json_body import request_id_from
+from fetcher.services.errors import ApiError
+from fetcher.services.metrics import Metrics
+
+__all__ = ["MAX_BODY_BYTES", "CorsPolicy", "FetcherMiddleware", "body_too_large"]
+
+log = logging.getLogger(__name__)
+
+#: §2.1: the request body limit.
+MAX_BODY_BYTES = 1024 * 1024
+UNMATCHED_ROUTE = "<unmatched>"
+_CORS_METHODS = "GET, POST, PATCH, DELETE, OPTIONS"
+_CORS_HEADERS = "Content-Type, X-Product-Name, X-Request-Id"
+_EXPOSED = "X-Request-Id, Location, Retry-After"
+
+
+def body_too_large() -> ApiError:
+    """§2.1: ``413 FET-0007``."""
+    return ApiError("FET-0007", "The request body exceeds the limit of 1 MiB.")
+
+
+@dataclass(frozen=True, slots=True)
+class CorsPolicy:
+    """§2.1 CORS: the allowed origins; empty means no CORS header is ever sent."""
+
+    origins: tuple[str, ...] = ()
+
+    def allowed(self, origin: str | None) -> str | None:
+        """The ``Access-Control-Allow-Origin`` value for ``origin``, or ``None``."""
+        if not origin or not self.origins:
+            return None
+        if origin in self.origins:
+            return origin
+        return "*" if "*" in self.origins else None
+
+    def response_headers(self, allow: str) -> dict[str, str]:
+        return {
+            "access-control-allow-origin": allow,
+            "access-control-expose-headers": _EXPOSED,
+            "vary": "Origin",
+        }
+
+    def preflight_headers(self, allow: str, requested_headers: str | None) -> dict[str, str]:
+        return {
+            "access-control-allow-origin": allow,
+            "access-control-allow-methods": _CORS_METHODS,
+            "access-control-allow-headers": requested_headers or _CORS_HEADERS,
+            "access-control-max-age": "600",
+            "vary": "Origin",
+        }
+
+
+def _limited_receive(receive: Receive, headers: Headers, limit: int) -> Receive:
+    """``receive`` that raises FET-0007 once the body is known to exceed ``limit``."""
+    declared = headers.get("content-length", "")
+    too_large_declared = declared.isdigit() and int(declared) > limit
+    total = 0
+
+    async def wrapped() -> Message:
+        nonlocal total
+        if too_large_declared:
+            raise body_too_large()
+        message = await receive()
+        if message["type"] == "http.request":
+            total += len(message.get("body", b""))
+            if total > limit:
+                raise body_too_large()
+        return message
+
+    return wrapped
+
+
+async def _send_json(
+    send: Send, status: int, body: object, headers: Mapping[str, str] | None = None
+) -> None:
+    payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _route_template(scope: Scope) -> str:
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else UNMATCHED_ROUTE
+
+
+class FetcherMiddleware:
+    """Request IDs, the streaming body limit, CORS, 500s and HTTP metrics (module docstring)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        metrics: Metrics,
+        cors_origins: Iterable[str] = (),
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.cors = CorsPolicy(tuple(cors_origins))
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        request_id = request_id_from(headers.get("x-request-id"))
+        scope.setdefault("state", {})["request_id"] = request_id
+        extra = {"x-request-id": request_id}
+        allow = self.cors.allowed(headers.get("origin"))
+        started = time.perf_counter()
+        status = [500]
+        if allow is not None and self._is_preflight(scope, headers):
+            extra |= self.cors.preflight_headers(
+                allow, headers.get("access-control-request-headers")
+            )
+            status[0] = 204
+            await send({"type": "http.response.start", "status": 204, "headers": _raw(extra)})
+            await send({"type": "http.response.body", "body": b""})
+            self._observe(scope, status[0], started)
+            return
+        if allow is not None:
+            extra |= self.cors.response_headers(allow)
+        await self._serve(scope, receive, send, headers=headers, extra=extra, status=status)
+        self._observe(scope, status[0], started)
+
+    async def _serve(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        headers: Headers,
+        extra: Mapping[str, str],
+        status: list[int],
+    ) -> None:
+        started_response = False
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal started_response
+            if message["type"] == "http.response.start":
+                started_response = True
+                status[0] = int(message["status"])
+                mutable = MutableHeaders(scope=message)
+                for key, value in extra.items():
+                    mutable[key] = value
+            await send(message)
+
+        limited = _limited_receive(receive, headers, self.max_body_bytes)
+        try:
+            await self.app(scope, limited, send_wrapper)
+        except Exception as exc:
+            log.error("unhandled error: %s: %s", type(exc).__name__, redact(str(exc)))
+            log.debug("unhandled error traceback", exc_info=True)
+            if started_response:
+                return
+            err = body_too_large() if _is_body_limit(exc) else internal_error()
+            status[0] = status_for(err)
+            await _send_json(send, status[0], error_body(err), {**err.headers, **extra})
+
+    @staticmethod
+    def _is_preflight(scope: Scope, headers: Headers) -> bool:
+        return scope["method"] == "OPTIONS" and "access-control-request-method" in headers
+
+    def _observe(self, scope: Scope, status: int, started: float) -> None:
+        method = str(scope.get("method", ""))
+        route = _route_template(scope)
+        self.metrics.http_requests.labels(method, route, str(status)).inc()
+        self.metrics.http_duration.labels(method, route).observe(time.perf_counter() - started)
+
+
+def _is_body_limit(exc: Exception) -> bool:
+    return isinstance(exc, ApiError) and exc.code == "FET-0007"
+
+
+def _raw(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]

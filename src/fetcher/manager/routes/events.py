@@ -1,0 +1,38 @@
+"""The event feed route (contract §2.12)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from fetcher.manager.deps import RuntimeDep, parse_feed_query
+from fetcher.manager.schemas import FeedPage, error_responses, parameter
+from fetcher.services.feed import render_page
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/events", tags=["events"])
+
+_CURSOR = {"type": "string", "pattern": "^[0-9]{1,18}$"}
+
+
+@router.get(
+    "",
+    summary="Read terminal job events in order",
+    responses={200: {"model": FeedPage, "description": "A page of events"}, **error_responses(400)},
+    openapi_extra={
+        "parameters": [
+            parameter("after", "query", "Only events after this cursor", schema=_CURSOR),
+            parameter("limit", "query", "1..1000 (default 100)"),
+            parameter("type", "query", "completed or failed"),
+            parameter("wait", "query", "Long-poll up to 0..30 seconds"),
+        ]
+    },
+)
+async def read_events(request: Request, runtime: RuntimeDep) -> Response:
+    """§2.12: ``data`` is the stored event body, verbatim."""
+    query = parse_feed_query(request.query_params)
+    page = await runtime.feed.read(
+        after=query.after, limit=query.limit, event_type=query.event_type, wait=query.wait
+    )
+    return Response(render_page(page), media_type="application/json")

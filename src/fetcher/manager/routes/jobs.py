@@ -1,0 +1,57 @@
+"""Job routes (contract §2.8): create (202 new, 200 duplicate) and get."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from fetcher.manager.deps import RuntimeDep, parse_job_id, read_json_object, request_id
+from fetcher.manager.responses import json_response
+from fetcher.manager.schemas import (
+    JobAccepted,
+    JobRequest,
+    JobResponse,
+    error_responses,
+    json_request_body,
+    parameter,
+)
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/fetcher", tags=["jobs"])
+
+_LOCATION = {"Location": {"description": "/v1/fetcher/<jobId>", "schema": {"type": "string"}}}
+
+
+@router.post(
+    "",
+    status_code=202,
+    summary="Create an extraction job",
+    responses={
+        202: {"model": JobAccepted, "description": "Job created", "headers": _LOCATION},
+        200: {"model": JobAccepted, "description": "Duplicate request", "headers": _LOCATION},
+        **error_responses(400, 413, 415),
+    },
+    openapi_extra=json_request_body(JobRequest),
+)
+async def create_job(request: Request, runtime: RuntimeDep) -> Response:
+    """§3.6: steps 1, 1a and 2 here, 3–16 in the service."""
+    body = await read_json_object(request)
+    result, created = await runtime.jobs.create(body, request_id=request_id(request))
+    return json_response(
+        result,
+        202 if created else 200,
+        {"Location": f"/v1/fetcher/{result['jobId']}"},
+    )
+
+
+@router.get(
+    "/{id}",
+    summary="Get a job",
+    responses={200: {"model": JobResponse, "description": "The job"}, **error_responses(400, 404)},
+    openapi_extra={"parameters": [parameter("id", "path", "Job ID (UUID)", required=True)]},
+)
+async def get_job(request: Request, runtime: RuntimeDep) -> Response:
+    """§2.8: 400 FET-0404 for a non-UUID, 404 FET-1001 when unknown."""
+    job_id = parse_job_id(request.path_params["id"])
+    return json_response(await runtime.jobs.get(job_id))

@@ -1,0 +1,111 @@
+"""The Worker loop (contract §4.2, §4.4, §8.6, §9.3): consumer, relay and reaper under one
+task group.
+
+Deliveries take a permit of the job semaphore (``RABBITMQ_NUMBERS_OF_WORKERS``) before
+verification and the claim, and release it when the job ends. On shutdown the consumer stops
+at once, in-flight jobs run to their end (each bounded by its own timeout), and the relay
+flushes once more before the loop returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from fetcher.bootstrap import Runtime, WorkerParts
+from fetcher.crypto import redact
+from fetcher.services.events import EventContext
+from fetcher.services.reaper import ABANDONED
+from fetcher.services.runtime_ports import Delivery
+from fetcher.services.work_messages import signed_work_headers, work_message_body
+from fetcher.worker.handlers import WorkHandler
+
+__all__ = ["recover_embedded_jobs", "run_worker", "work_handler"]
+
+log = logging.getLogger(__name__)
+
+REAP_INTERVAL_SECONDS = 30.0
+
+
+def work_handler(runtime: Runtime) -> WorkHandler:
+    parts = _parts(runtime)
+    settings = runtime.settings
+    return WorkHandler(
+        store=runtime.store,
+        extraction=parts.extraction,
+        republisher=parts.republisher,
+        internal_key=settings.keys.internal_hmac,
+        events=EventContext(settings.ce_source, settings.events_exchange),
+        metrics=runtime.metrics,
+        pending_timeout=settings.pending_timeout,
+    )
+
+
+def _parts(runtime: Runtime) -> WorkerParts:
+    if runtime.worker is None:
+        raise RuntimeError("this runtime has no worker side")
+    return runtime.worker
+
+
+async def run_worker(runtime: Runtime, stop: asyncio.Event) -> None:
+    """Run until ``stop`` is set, then drain as §9.3 describes."""
+    parts = _parts(runtime)
+    handler = work_handler(runtime)
+    relay_task = asyncio.create_task(parts.relay.run(), name="outbox-relay")
+    reaper_task = asyncio.create_task(
+        _every(REAP_INTERVAL_SECONDS, parts.reaper.tick), name="stale-reaper"
+    )
+    consumer = asyncio.create_task(_consume(parts, handler, runtime.settings.workers))
+    try:
+        await stop.wait()
+        await parts.source.stop()
+        await consumer  # in-flight jobs finish inside the consumer's task group
+        await parts.relay.drain_all()
+    finally:
+        for task in (consumer, relay_task, reaper_task):
+            task.cancel()
+        await asyncio.gather(consumer, relay_task, reaper_task, return_exceptions=True)
+
+
+async def _consume(parts: WorkerParts, handler: WorkHandler, concurrency: int) -> None:
+    gate = asyncio.Semaphore(concurrency)
+    async with asyncio.TaskGroup() as group:
+        async for delivery in parts.source.deliveries():
+            await gate.acquire()  # §4.2: before verification and the claim
+            group.create_task(_handle(handler, delivery, gate))
+
+
+async def _handle(handler: WorkHandler, delivery: Delivery, gate: asyncio.Semaphore) -> None:
+    try:
+        await handler.handle(delivery)
+    except Exception as exc:  # a bug must not stop the consumer; the reaper ends the job
+        log.error("work message handling failed: %s", redact(str(exc)))
+    finally:
+        gate.release()
+
+
+async def _every(seconds: float, action: Callable[[], Awaitable[object]]) -> None:
+    while True:
+        try:
+            await action()
+        except Exception as exc:
+            log.warning("periodic task failed: %s", redact(str(exc)))
+        await asyncio.sleep(seconds)
+
+
+async def recover_embedded_jobs(runtime: Runtime) -> None:
+    """§4.4 embedded startup: fail every ``processing`` job, re-enqueue every ``pending`` one."""
+    parts = _parts(runtime)
+    store = runtime.store
+    for job in await store.jobs_with_status("processing"):
+        await parts.reaper.fail(job, "processing", ABANDONED)
+    for job in await store.jobs_with_status("pending"):
+        body = work_message_body(job)
+        headers = signed_work_headers(
+            runtime.settings.keys.internal_hmac,
+            body,
+            routing_key=runtime.jobs.work_queue,
+            base={"jobId": job.id, "x-request-id": job.request_id or "", "x-retry-count": 0},
+        )
+        await parts.republisher.publish_work(body, headers)

@@ -1,0 +1,205 @@
+"""A Worker-side world with no servers: SQLite store, fake datasources, local object store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from fetcher.adapters.objectstore.local import LocalObjectStore
+from fetcher.adapters.store.sqlite import SqliteMetadataStore
+from fetcher.crypto import KeySet, parse_master_key
+from fetcher.engine import DEFAULT_LIMITS, Engine
+from fetcher.engine.testing import FakeDatabase, FakeRegistry
+from fetcher.engine.types import Column, TableSchema, TypeFamily
+from fetcher.services.connections import ConnectionService
+from fetcher.services.credentials import CredentialCipher
+from fetcher.services.events import EventContext
+from fetcher.services.extraction import ExtractionService
+from fetcher.services.jobs import JobService
+from fetcher.services.metrics import Metrics
+from fetcher.services.outbox import OutboxRelay
+from fetcher.services.reaper import StaleJobReaper
+from fetcher.services.records import ConnectionRecord
+from fetcher.services.timeutil import SystemClock, new_id
+from fetcher.worker.handlers import WorkHandler
+
+MASTER = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
+QUEUE = "fetcher.test.work"
+EXCHANGE = "fetcher.job.events"
+ACCOUNTS = TableSchema(
+    "public",
+    "accounts",
+    (
+        Column("id", TypeFamily.INTEGER),
+        Column("email", TypeFamily.TEXT),
+        Column("balance", TypeFamily.DECIMAL),
+    ),
+)
+
+
+@dataclass
+class RecordingPublisher:
+    """WorkPublisher and EventPublisher for tests; ``fail`` makes the next publishes raise."""
+
+    work: list[tuple[bytes, dict[str, str | int]]] = field(default_factory=list)
+    events: list[tuple[str, bytes, dict[str, str]]] = field(default_factory=list)
+    fail: bool = False
+
+    async def publish_work(self, body: bytes, headers: Mapping[str, str | int]) -> None:
+        if self.fail:
+            raise ConnectionError("broker unreachable")
+        self.work.append((body, dict(headers)))
+
+    async def publish_event(
+        self, routing_key: str, body: bytes, headers: Mapping[str, str]
+    ) -> None:
+        if self.fail:
+            raise ConnectionError("broker unreachable")
+        self.events.append((routing_key, body, dict(headers)))
+
+
+@dataclass
+class FakeDelivery:
+    body: bytes
+    headers: dict[str, object]
+    exchange: str = ""
+    routing_key: str = QUEUE
+    outcome: str | None = None
+
+    async def ack(self) -> None:
+        assert self.outcome is None
+        self.outcome = "ack"
+
+    async def reject(self) -> None:
+        assert self.outcome is None
+        self.outcome = "reject"
+
+
+@dataclass
+class World:
+    store: SqliteMetadataStore
+    keys: KeySet
+    database: FakeDatabase
+    objects: LocalObjectStore
+    publisher: RecordingPublisher
+    jobs: JobService
+    extraction: ExtractionService
+    handler: WorkHandler
+    relay: OutboxRelay
+    reaper: StaleJobReaper
+    connection: ConnectionRecord
+
+    def delivery(self, index: int = -1) -> FakeDelivery:
+        body, headers = self.publisher.work[index]
+        return FakeDelivery(body, dict(headers))
+
+    async def submit(self, mapped: Mapping[str, object], **extra: object) -> str:
+        body = {
+            "dataRequest": {"mappedFields": mapped, **extra},
+            "metadata": {"source": "payments"},
+        }
+        response, created = await self.jobs.create(json.loads(json.dumps(body)), request_id="r-1")
+        assert created
+        return str(response["jobId"])
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    store = SqliteMetadataStore(str(tmp_path / "meta.db"))
+    await store.open()
+    await store.migrate()
+    keys = KeySet.from_master(parse_master_key(MASTER))
+    cipher = CredentialCipher("1", keys)
+    database = FakeDatabase()
+    database.add(
+        ACCOUNTS,
+        [
+            {"id": 1, "email": "a@example.com", "balance": "10.50"},
+            {"id": 2, "email": "b@example.com", "balance": "0.00"},
+        ],
+    )
+    registry = FakeRegistry({"pg": database})
+    metrics = Metrics()
+    events = EventContext(source="//lerian.fetcher/test", exchange=EXCHANGE)
+    publisher = RecordingPublisher()
+    objects = LocalObjectStore(str(tmp_path / "objects"))
+    connections = ConnectionService(store=store, cipher=cipher, registry=registry)
+    jobs = JobService(
+        store=store,
+        connections=connections,
+        publisher=publisher,
+        internal_key=keys.internal_hmac,
+        work_queue=QUEUE,
+        events=events,
+        max_limits=DEFAULT_LIMITS,
+        metrics=metrics,
+    )
+    relay = OutboxRelay(
+        store=store,
+        publisher=publisher,
+        external_key=keys.external_hmac,
+        exchange=EXCHANGE,
+        metrics=metrics,
+    )
+    extraction = ExtractionService(
+        store=store,
+        objects=objects,
+        engine=Engine(registry),
+        keys=keys,
+        cipher=cipher,
+        events=events,
+        metrics=metrics,
+        on_commit=relay.kick,
+    )
+    handler = WorkHandler(
+        store=store,
+        extraction=extraction,
+        republisher=publisher,
+        internal_key=keys.internal_hmac,
+        events=events,
+        metrics=metrics,
+        retry_base_seconds=0.0,
+    )
+    reaper = StaleJobReaper(
+        store=store,
+        events=events,
+        max_limits=DEFAULT_LIMITS,
+        pending_timeout=3600,
+        storage_timeout=120,
+    )
+    now = SystemClock().now()
+    connection_id = new_id()
+    connection = ConnectionRecord(
+        id=connection_id,
+        config_name="pg",
+        type="POSTGRESQL",
+        database_name="ledger",
+        host="db.internal.example",
+        port=5432,
+        user_name="reader",
+        password_encrypted=cipher.encrypt("sentinel-Pa55word", connection_id),
+        product_name="payments",
+        created_at=now,
+        updated_at=now,
+    )
+    await store.insert_connection(connection)
+    try:
+        yield World(
+            store,
+            keys,
+            database,
+            objects,
+            publisher,
+            jobs,
+            extraction,
+            handler,
+            relay,
+            reaper,
+            connection,
+        )
+    finally:
+        await store.close()
