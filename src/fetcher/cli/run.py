@@ -22,6 +22,7 @@ from fetcher.cli.logs import configure_logging
 from fetcher.crypto import Redactor
 from fetcher.manager.app import create_app
 from fetcher.settings import Mode, Settings, StartupRefused
+from fetcher.worker.health import create_health_app
 from fetcher.worker.main import recover_embedded_jobs, run_worker
 
 __all__ = ["listen_socket", "run_command", "running"]
@@ -57,10 +58,11 @@ async def _serve_until_signal(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    sockets = []
-    if settings.mode is not Mode.WORKER:
-        sockets.append(listen_socket(settings.server_host, settings.server_port))
-    async with running(settings, sockets=sockets) as runtime:
+    if settings.mode is Mode.WORKER:
+        sock = listen_socket("", settings.health_port)  # §9.1: all interfaces
+    else:
+        sock = listen_socket(settings.server_host, settings.server_port)
+    async with running(settings, sockets=[sock]) as runtime:
         await stop.wait()
         runtime.lifecycle.draining.set()
     return 0
@@ -100,8 +102,12 @@ async def running(
 
 
 def _http_server(runtime: Runtime) -> uvicorn.Server:
+    """The Manager API (manager, embedded) or the Worker's health server (worker)."""
+    app = (
+        create_health_app(runtime) if runtime.settings.mode is Mode.WORKER else create_app(runtime)
+    )
     config = uvicorn.Config(
-        create_app(runtime),
+        app,
         log_config=None,
         lifespan="off",
         access_log=False,
