@@ -12,7 +12,18 @@ from tests.services import POSTGRES_ADMIN_DSN, service_missing
 
 @pytest.fixture(scope="session")
 def postgres_dsn() -> Iterator[str]:
-    """A libpq DSN for a brand-new database, dropped when the session ends."""
+    """A libpq DSN for a brand-new database (datasource tables), dropped at session end."""
+    yield from _fresh_database("src")
+
+
+@pytest.fixture(scope="session")
+def metadata_dsn() -> Iterator[str]:
+    """A separate brand-new database for metadata stores, so their tables never show up in
+    a datasource's discovery."""
+    yield from _fresh_database("meta")
+
+
+def _fresh_database(purpose: str) -> Iterator[str]:
     import psycopg
 
     try:
@@ -20,7 +31,7 @@ def postgres_dsn() -> Iterator[str]:
     except psycopg.OperationalError as exc:
         service_missing("PostgreSQL", exc)
         raise  # unreachable: service_missing always raises
-    name = f"fetcher_test_{secrets.token_hex(4)}"
+    name = f"fetcher_test_{purpose}_{secrets.token_hex(4)}"
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     base = psycopg.conninfo.conninfo_to_dict(POSTGRES_ADMIN_DSN)

@@ -32,6 +32,7 @@ from fetcher.services.outbox import OutboxRelay
 from fetcher.services.ports import MetadataStore
 from fetcher.services.reaper import StaleJobReaper
 from fetcher.services.runtime_ports import EventPublisher, ObjectStore, WorkPublisher, WorkSource
+from fetcher.services.schema_cache import SchemaCache
 from fetcher.settings import Mode, Settings
 
 __all__ = ["Lifecycle", "ReadinessCheck", "Runtime", "WorkerParts", "build_runtime"]
@@ -119,6 +120,8 @@ async def build_runtime(
             embedded=settings.mode is Mode.EMBEDDED,
             sqlite_allowed_dir=settings.sqlite_allowed_dir,
             metadata_store_path=settings.sqlite_path,
+            ssrf_guard=settings.ssrf_guard,
+            schema_cache=SchemaCache(settings.schema_cache_ttl),
         )
         jobs = JobService(
             store=store,
@@ -148,7 +151,7 @@ async def build_runtime(
                 max_limits=max_limits,
             )
             worker.extraction.internal = internal
-        yield Runtime(
+        runtime = Runtime(
             settings=settings,
             store=store,
             registry=registry,
@@ -159,6 +162,15 @@ async def build_runtime(
             internal=internal,
             worker=worker,
         )
+        if worker is not None:
+            relay, feed = worker.relay, runtime.feed
+
+            def committed() -> None:
+                relay.kick()
+                feed.notify()
+
+            worker.extraction.on_commit = committed
+        yield runtime
 
 
 def _work_queue(settings: Settings) -> str:

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from fetcher.crypto import KeySet, MasterKeyError, parse_master_key
 from fetcher.engine import ConnectionDescriptor
+from fetcher.services.internal_datasources import parse_internal_datasources
 
 __all__ = ["Mode", "ObjectStorageSettings", "RabbitSettings", "Settings", "StartupRefused"]
 
@@ -142,6 +143,7 @@ class _Reader:
         ce_source, exchange = self._events(mode, rabbit)
         storage = self._object_storage(mode)
         host, port = self._server_address()
+        internal = self._internal_datasources(mode, database_url)
         secrets += tuple(
             s
             for s in (
@@ -180,8 +182,23 @@ class _Reader:
             spool_memory_bytes=self.integer("SPOOL_MEMORY_BYTES", 8 * 1024 * 1024, minimum=0),
             ce_source=ce_source,
             events_exchange=exchange,
-            secrets=secrets,
+            secrets=secrets + tuple(s for d in internal.values() for s in d.secrets()),
+            internal_datasources=internal,
         )
+
+    def _internal_datasources(
+        self, mode: Mode, database_url: str
+    ) -> dict[str, ConnectionDescriptor]:
+        """§9.4 ``DATASOURCE_<NAME>_*``; an invalid definition refuses startup."""
+        store_path = None
+        if database_url.startswith("sqlite:"):
+            store_path = str(Path(database_url.removeprefix("sqlite:///")).resolve())
+        try:
+            return parse_internal_datasources(
+                self.env, embedded=mode is Mode.EMBEDDED, metadata_store_path=store_path
+            )
+        except ValueError as exc:
+            raise StartupRefused(str(exc)) from None
 
     def _mode(self) -> Mode:
         try:

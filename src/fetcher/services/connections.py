@@ -93,7 +93,25 @@ class ConnectFailed(Exception):
 
 
 class _DiscoveryFailed(Exception):
-    """Connected, but discovery failed or timed out (§2.6.8 → 502 FET-1042)."""
+    """Connected, but discovery failed or timed out (§2.6.8 → 502 FET-1042); ``detail`` is
+    already redacted."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _redactor(descriptor: ConnectionDescriptor) -> Redactor:
+    """§8.7 step 1 for one connection: its password, TLS key and host."""
+    return Redactor(
+        secrets=descriptor.secrets(), hosts=[descriptor.host] if descriptor.host else []
+    )
+
+
+def _detail(exc: BaseException) -> str:
+    if isinstance(exc, EngineError):
+        return exc.detail or exc.message
+    return str(exc) or type(exc).__name__
 
 
 # --- responses (§2.5) ---------------------------------------------------------------------
@@ -557,13 +575,13 @@ class ConnectionService:
             return False
         return True
 
-    def _log_failure(self, what: str, target: Target, exc: BaseException) -> None:
-        detail = exc.detail if isinstance(exc, ConnectFailed | EngineError) else type(exc).__name__
-        redactor = Redactor(
-            secrets=target.internal.secrets() if target.internal else (),
-            hosts=[target.record.host] if target.record and target.record.host else (),
-        )
-        log.info("%s: %s: %s", what, target.config_name, redactor.redact(str(detail or "")))
+    @staticmethod
+    def _log_failure(what: str, target: Target, exc: BaseException) -> None:
+        """Log a connect or discovery failure; details were redacted where they were raised
+        (with the connection's secrets), and pass the generic §8.7 steps again here."""
+        detail = exc.detail if isinstance(exc, ConnectFailed | _DiscoveryFailed) else _detail(exc)
+        hosts = [target.record.host] if target.record and target.record.host else []
+        log.info("%s: %s: %s", what, target.config_name, Redactor(hosts=hosts).redact(detail))
 
     async def prepare(self, target: Target) -> ConnectionDescriptor:
         """Ready a target for one connect: SQLITE re-check, SSRF pre-dial, decryption.
@@ -617,12 +635,12 @@ class ConnectionService:
             connector = self.registry.connector_for(descriptor)
             async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
                 await connector.__aenter__()
-        except EngineError as exc:
-            raise ConnectFailed(exc.detail or exc.message) from None
-        except (TimeoutError, OSError) as exc:
-            raise ConnectFailed(type(exc).__name__) from None
+        except (EngineError, TimeoutError, OSError) as exc:
+            raise ConnectFailed(_redactor(descriptor).redact(_detail(exc))) from None
         try:
             yield connector
+        except (EngineError, OSError) as exc:
+            raise ConnectFailed(_redactor(descriptor).redact(_detail(exc))) from None
         finally:
             await connector.__aexit__(None, None, None)
 
@@ -639,7 +657,7 @@ class ConnectionService:
             self._log_failure("schema connect failed", target, exc)
             raise ApiError("FET-1041", TEST_FAILURE_MESSAGE) from None
         except _DiscoveryFailed as exc:
-            self._log_failure("schema discovery failed", target, exc.__cause__ or exc)
+            self._log_failure("schema discovery failed", target, exc)
             raise ApiError("FET-1042", SCHEMA_DISCOVERY_MESSAGE) from None
         return rules.schema_body(
             connection_id=target.id,
@@ -662,7 +680,7 @@ class ConnectionService:
                 async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
                     return await connector.discover(scope)
             except (EngineError, TimeoutError, OSError) as exc:
-                raise _DiscoveryFailed() from exc
+                raise _DiscoveryFailed(_redactor(descriptor).redact(_detail(exc))) from None
 
     async def validate_schema(self, body: Mapping[str, object]) -> dict[str, object]:
         """§2.6.9: body checks, resolution (FET-1062), then per-datasource checks through the

@@ -18,10 +18,10 @@ TABLES = "outbox, job_datasources, jobs, connections"
 
 
 @pytest.fixture
-async def store(postgres_dsn: str) -> AsyncIterator[PostgresMetadataStore]:
-    async with PostgresMetadataStore(postgres_dsn, max_size=8) as opened:
+async def store(metadata_dsn: str) -> AsyncIterator[PostgresMetadataStore]:
+    async with PostgresMetadataStore(metadata_dsn, max_size=8) as opened:
         await opened.migrate()
-        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+        async with await psycopg.AsyncConnection.connect(metadata_dsn, autocommit=True) as conn:
             await conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY")
         yield opened
 
@@ -35,8 +35,8 @@ def test_postgres_store_satisfies_the_port() -> None:
     assert "hunter2" not in repr(port)
 
 
-async def test_concurrent_migrations_are_serialized(postgres_dsn: str) -> None:
-    stores = [PostgresMetadataStore(postgres_dsn, max_size=1) for _ in range(3)]
+async def test_concurrent_migrations_are_serialized(metadata_dsn: str) -> None:
+    stores = [PostgresMetadataStore(metadata_dsn, max_size=1) for _ in range(3)]
     try:
         for s in stores:
             await s.open()
@@ -46,8 +46,8 @@ async def test_concurrent_migrations_are_serialized(postgres_dsn: str) -> None:
             await s.close()
 
 
-async def test_documents_are_text_columns(store: PostgresMetadataStore, postgres_dsn: str) -> None:
-    async with await psycopg.AsyncConnection.connect(postgres_dsn) as conn:
+async def test_documents_are_text_columns(store: PostgresMetadataStore, metadata_dsn: str) -> None:
+    async with await psycopg.AsyncConnection.connect(metadata_dsn) as conn:
         cur = await conn.execute(
             "SELECT column_name, data_type FROM information_schema.columns"
             " WHERE table_name = 'jobs' AND column_name LIKE %s ORDER BY column_name",
@@ -70,9 +70,9 @@ async def test_unreachable_server_is_unavailable_without_secrets() -> None:
     await store.close()
 
 
-async def test_process_lock_is_exclusive(store: PostgresMetadataStore, postgres_dsn: str) -> None:
+async def test_process_lock_is_exclusive(store: PostgresMetadataStore, metadata_dsn: str) -> None:
     assert await store.acquire_process_lock()
-    async with PostgresMetadataStore(postgres_dsn, max_size=1) as other:
+    async with PostgresMetadataStore(metadata_dsn, max_size=1) as other:
         assert not await other.acquire_process_lock()
         await store.close()
         assert await other.acquire_process_lock()

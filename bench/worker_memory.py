@@ -1,0 +1,173 @@
+"""Peak RSS of a real Worker process while it produces a ≥ 100 MiB result (issue: bounded memory).
+
+Starts a Manager and a Worker (``fetcher run``) against the machine's PostgreSQL, RabbitMQ and
+the loopback S3 server (``scripts/s3-server.sh start``), extracts a generated table whose
+document is about 110 MiB, and reads the Worker's ``VmHWM`` (peak resident set) from
+``/proc``. The baseline is the same Worker's ``VmHWM`` right after start-up, measured in the
+same run. Run: ``.venv/bin/python bench/worker_memory.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import psycopg
+
+ADMIN = os.environ.get(
+    "FETCHER_BENCH_POSTGRES_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test"
+)
+ROWS = int(os.environ.get("FETCHER_BENCH_MEMORY_ROWS", "600000"))
+FETCHER = str(Path(sys.executable).with_name("fetcher"))
+KEY = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _http(
+    method: str, url: str, body: object = None, headers: dict[str, str] | None = None
+) -> dict[str, object]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())  # type: ignore[no-any-return]
+
+
+def _vm_hwm_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmHWM")
+
+
+def _wait_health(url: str) -> None:
+    for _ in range(300):
+        try:
+            _http("GET", url)
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} never became healthy")
+
+
+def main() -> None:
+    suffix = uuid.uuid4().hex[:8]
+    meta_db, source_db = f"fetcher_bench_meta_{suffix}", f"fetcher_bench_src_{suffix}"
+    with psycopg.connect(ADMIN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{meta_db}"')
+        admin.execute(f'CREATE DATABASE "{source_db}"')
+    source = psycopg.conninfo.make_conninfo(ADMIN, dbname=source_db)
+    with psycopg.connect(source, autocommit=True) as db:
+        db.execute(
+            "CREATE TABLE ledger AS SELECT g AS id, md5(g::text) || md5((g+1)::text) AS memo, "
+            "(g * 37 % 100000) / 100.0::numeric(12,2) AS amount, "
+            "timestamptz '2026-01-01' + g * interval '1 second' AS booked_at "
+            f"FROM generate_series(1, {ROWS}) g"
+        )
+    api_port, health_port = _free_port(), _free_port()
+    env = {
+        **os.environ,
+        "APP_ENC_KEY": KEY,
+        "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{meta_db}",
+        "RABBITMQ_HOST": "127.0.0.1",
+        "RABBITMQ_FETCHER_WORK_QUEUE": f"fetcher.bench.{suffix}",
+        "RABBITMQ_JOB_EVENTS_EXCHANGE": f"fetcher.bench.events.{suffix}",
+        "STREAMING_ENABLED": "true",
+        "STREAMING_CLOUDEVENTS_SOURCE": "//lerian.fetcher/bench",
+        "OBJECT_STORAGE_ENDPOINT": os.environ.get(
+            "FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333"
+        ),
+        "OBJECT_STORAGE_BUCKET": os.environ.get("FETCHER_TEST_S3_BUCKET", "fetcher-test"),
+        "OBJECT_STORAGE_ACCESS_KEY_ID": os.environ.get(
+            "FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access"
+        ),
+        "OBJECT_STORAGE_SECRET_KEY": os.environ.get(
+            "FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789"
+        ),
+        "OBJECT_STORAGE_USE_PATH_STYLE": "true",
+        "READYZ_DRAIN_DELAY_SEC": "1",
+        "LOG_LEVEL": "warn",
+    }
+    manager = subprocess.Popen(
+        [FETCHER, "run"],
+        env={**env, "FETCHER_MODE": "manager", "SERVER_ADDRESS": f"127.0.0.1:{api_port}"},
+    )
+    worker = subprocess.Popen(
+        [FETCHER, "run"], env={**env, "FETCHER_MODE": "worker", "HEALTH_PORT": str(health_port)}
+    )
+    try:
+        base = f"http://127.0.0.1:{api_port}"
+        _wait_health(f"{base}/health")
+        _wait_health(f"http://127.0.0.1:{health_port}/health")
+        idle_kib = _vm_hwm_kib(worker.pid)
+        _http(
+            "POST",
+            f"{base}/v1/management/connections",
+            {
+                "configName": "bench_pg",
+                "type": "POSTGRESQL",
+                "host": "127.0.0.1",
+                "port": 5432,
+                "databaseName": source_db,
+                "userName": "postgres",
+                "password": "trust-auth",
+            },
+            {"X-Product-Name": "bench"},
+        )
+        job = _http(
+            "POST",
+            f"{base}/v1/fetcher",
+            {
+                "dataRequest": {"mappedFields": {"bench_pg": {"ledger": ["*"]}}},
+                "metadata": {"source": "bench"},
+            },
+        )
+        began = time.monotonic()
+        while True:
+            state = _http("GET", f"{base}/v1/fetcher/{job['jobId']}")
+            if state["status"] in ("completed", "failed"):
+                break
+            time.sleep(0.5)
+        elapsed = time.monotonic() - began
+        peak_kib = _vm_hwm_kib(worker.pid)
+        events = _http("GET", f"{base}/v1/events?type=completed")
+        size = next(
+            i["data"]["result"]["size_bytes"]
+            for i in events["items"]
+            if i["data"]["job_id"] == job["jobId"]
+        )  # type: ignore[index, union-attr]
+        print(
+            f"worker memory: status {state['status']}, "
+            f"result {size / 2**20:.1f} MiB in {elapsed:.1f}s; "
+            f"peak RSS {peak_kib / 1024:.1f} MiB (idle baseline {idle_kib / 1024:.1f} MiB, "
+            f"+{(peak_kib - idle_kib) / 1024:.1f} MiB for the job; bound 150 MiB)"
+        )
+    finally:
+        for process in (manager, worker):
+            process.send_signal(signal.SIGTERM)
+        for process in (manager, worker):
+            process.wait(timeout=60)
+        with psycopg.connect(ADMIN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{meta_db}" WITH (FORCE)')
+            admin.execute(f'DROP DATABASE IF EXISTS "{source_db}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()

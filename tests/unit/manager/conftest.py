@@ -1,0 +1,197 @@
+"""Shared fixtures for the Manager HTTP tests: a runtime over a SQLite store and fakes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fetcher.adapters.store.sqlite import SqliteMetadataStore
+from fetcher.bootstrap import Runtime
+from fetcher.engine import DEFAULT_LIMITS, ConnectionDescriptor, ConnectorRegistry
+from fetcher.engine.testing import FakeConnector, FakeDatabase, FakeRegistry
+from fetcher.engine.types import Column, TableSchema, TypeFamily
+from fetcher.manager.app import create_app
+from fetcher.services.connections import ConnectionService
+from fetcher.services.credentials import CredentialCipher
+from fetcher.services.events import EventContext
+from fetcher.services.jobs import JobService
+from fetcher.services.metrics import Metrics
+from fetcher.services.ports import MetadataStore
+from fetcher.services.schema_cache import SchemaCache
+from fetcher.settings import Mode, Settings
+
+ENC_KEY = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
+PRODUCT = "payments"
+
+
+class FakePublisher:
+    """A WorkPublisher that records publishes and can be told to fail."""
+
+    def __init__(self) -> None:
+        self.published: list[tuple[bytes, dict[str, str | int]]] = []
+        self.fail = False
+
+    async def publish_work(self, body: bytes, headers: Mapping[str, str | int]) -> None:
+        if self.fail:
+            raise ConnectionError("broker unreachable")
+        self.published.append((body, dict(headers)))
+
+
+class AutoRegistry(FakeRegistry):
+    """A FakeRegistry that creates an empty :class:`FakeDatabase` for unknown names."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.opened: list[ConnectionDescriptor] = []
+
+    def connector_for(self, connection: ConnectionDescriptor) -> FakeConnector:
+        self.opened.append(connection)
+        database = self.databases.setdefault(connection.config_name, FakeDatabase())
+        return FakeConnector(connection, database)
+
+
+def table(schema: str, name: str, *columns: str) -> TableSchema:
+    return TableSchema(schema, name, tuple(Column(c, TypeFamily.TEXT) for c in columns))
+
+
+def base_env(tmp_path: Path, mode: str = "embedded") -> dict[str, str]:
+    env = {"FETCHER_MODE": mode, "APP_ENC_KEY": ENC_KEY}
+    if mode == "embedded":
+        env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'meta.db'}"
+    else:
+        env |= {"DATABASE_URL": "postgresql://u@db/x", "RABBITMQ_HOST": "rabbit"}
+    return env
+
+
+def build_runtime(
+    settings: Settings,
+    store: MetadataStore,
+    registry: ConnectorRegistry,
+    publisher: FakePublisher,
+    internal: Mapping[str, ConnectionDescriptor] | None = None,
+) -> Runtime:
+    """The runtime bootstrap would build, from fakes."""
+    internal = dict(internal or {})
+    metrics = Metrics()
+    cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
+    connections = ConnectionService(
+        store=store,
+        cipher=cipher,
+        registry=registry,
+        internal=internal,
+        embedded=settings.mode is Mode.EMBEDDED,
+        sqlite_allowed_dir=settings.sqlite_allowed_dir,
+        metadata_store_path=settings.sqlite_path,
+        ssrf_guard=settings.ssrf_guard,
+        schema_cache=SchemaCache(settings.schema_cache_ttl),
+    )
+    jobs = JobService(
+        store=store,
+        connections=connections,
+        publisher=publisher,
+        internal_key=settings.keys.internal_hmac,
+        work_queue="fetcher.work",
+        events=EventContext(source=settings.ce_source, exchange=settings.events_exchange),
+        max_limits=DEFAULT_LIMITS,
+        metrics=metrics,
+        internal=internal,
+    )
+    return Runtime(
+        settings=settings,
+        store=store,
+        registry=registry,
+        connections=connections,
+        jobs=jobs,
+        metrics=metrics,
+        readiness={"database": store.ping, "rabbitmq": None},
+        internal=internal,
+    )
+
+
+class Harness:
+    """A client over ``create_app(runtime)`` plus the fakes behind it."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        client: httpx.AsyncClient,
+        publisher: FakePublisher,
+        registry: AutoRegistry,
+    ) -> None:
+        self.runtime = runtime
+        self.client = client
+        self.publisher = publisher
+        self.registry = registry
+
+    @property
+    def store(self) -> MetadataStore:
+        return self.runtime.store
+
+    def db(self, name: str) -> FakeDatabase:
+        return self.registry.databases.setdefault(name, FakeDatabase())
+
+    async def create(self, body: Mapping[str, Any], product: str = PRODUCT) -> httpx.Response:
+        return await self.client.post(
+            "/v1/management/connections", json=body, headers={"X-Product-Name": product}
+        )
+
+    async def create_ok(self, name: str = "pg_main", **overrides: Any) -> dict[str, Any]:
+        response = await self.create(pg_body(name, **overrides))
+        assert response.status_code == 201, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+
+def pg_body(name: str = "pg_main", **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "configName": name,
+        "type": "POSTGRESQL",
+        "host": "db.example.com",
+        "port": 5432,
+        "databaseName": "ledger",
+        "userName": "reader",
+        "password": "s3cret-pass",
+    }
+    body.update(overrides)
+    return {k: v for k, v in body.items() if v is not ...}
+
+
+HarnessFactory = Callable[..., Awaitable[Harness]]
+
+
+@pytest.fixture
+async def make_harness(tmp_path: Path) -> AsyncIterator[HarnessFactory]:
+    """Build harnesses: ``await make_harness(env={...}, internal={...})``."""
+    async with AsyncExitStack() as stack:
+
+        async def factory(
+            env: Mapping[str, str] | None = None,
+            internal: Mapping[str, ConnectionDescriptor] | None = None,
+            mode: str = "embedded",
+        ) -> Harness:
+            settings = Settings.from_env({**base_env(tmp_path, mode), **(env or {})})
+            store = SqliteMetadataStore(tmp_path / "meta.db")
+            await store.open()
+            stack.push_async_callback(store.close)
+            await store.migrate()
+            registry = AutoRegistry()
+            publisher = FakePublisher()
+            runtime = build_runtime(settings, store, registry, publisher, internal)
+            runtime.lifecycle.started.set()
+            transport = httpx.ASGITransport(app=create_app(runtime))
+            client = httpx.AsyncClient(transport=transport, base_url="http://fetcher")
+            await stack.enter_async_context(client)
+            return Harness(runtime, client, publisher, registry)
+
+        yield factory
+
+
+@pytest.fixture
+async def h(make_harness: HarnessFactory) -> Harness:
+    """The default harness: embedded mode, no internal datasources."""
+    return await make_harness()
