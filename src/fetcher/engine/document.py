@@ -28,6 +28,11 @@ is not C-accelerated, so it is not used. Everything else (nesting, :class:`Exact
 <fetcher.engine.values.ExactNumber>`, non-finite floats, huge integers) goes through a small
 pure-Python encoder with the same output. :func:`dumps_document` is a reference that uses only
 the Python encoder and an escaper written from §5.4; tests compare the two byte for byte.
+
+A whole batch of flat rows is written at once: a :class:`RowBatch` (columns from a connector) or
+``dict`` rows with the same keys fill one ``%`` template per row, with the members' key text
+computed once (:func:`_batch_text`); other ``dict`` rows go through the C encoder as one list
+(:func:`_dicts_text`). Anything these refuse is encoded row by row, as above.
 """
 
 from __future__ import annotations
@@ -35,9 +40,12 @@ from __future__ import annotations
 import math
 from _json import encode_basestring as _c_escape
 from _json import make_encoder as _c_make_encoder
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
-from typing import Final
+from functools import lru_cache, partial
+from itertools import chain
+from operator import is_not, itemgetter
+from typing import Final, overload
 
 from fetcher.engine.ports import ResultSink, Row, Spool
 from fetcher.engine.values import ExactNumber, encode_text, encode_value
@@ -46,6 +54,7 @@ __all__ = [
     "DatasourceWriter",
     "MemorySpool",
     "ROW_DEPTH",
+    "RowBatch",
     "document_size",
     "dumps_document",
     "encode_row",
@@ -232,6 +241,214 @@ def encode_row(row: Row, depth: int) -> str:
     return "".join(out)
 
 
+class RowBatch(Sequence[Row]):
+    """Rows of one table held column by column, with the column names.
+
+    It is a ``Sequence`` of ``dict`` rows, made on demand (``batch[i]``, iteration), so any
+    consumer of ``Connector.stream`` batches can use it; :class:`DatasourceWriter` encodes it
+    straight from the columns (:func:`_batch_text`). ``columns[i]`` holds the values of
+    ``names[i]``; all columns have the same length.
+    """
+
+    __slots__ = ("_columns", "_length", "_names")
+
+    def __init__(self, names: Sequence[str], columns: Sequence[Sequence[object]]) -> None:
+        if len(names) != len(columns):
+            raise ValueError("one column per name is required")
+        lengths = {len(column) for column in columns}
+        if len(lengths) > 1:
+            raise ValueError("columns must have the same length")
+        self._names = tuple(names)
+        self._columns = tuple(columns)
+        self._length = lengths.pop() if lengths else 0
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The column names."""
+        return self._names
+
+    @property
+    def columns(self) -> tuple[Sequence[object], ...]:
+        """The values of each column, in ``names`` order."""
+        return self._columns
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> RowBatch: ...
+
+    def __getitem__(self, index: int | slice) -> Row | RowBatch:
+        if isinstance(index, slice):
+            return RowBatch(self._names, [column[index] for column in self._columns])
+        if not -self._length <= index < self._length:
+            raise IndexError("row index out of range")
+        return dict(zip(self._names, [column[index] for column in self._columns], strict=True))
+
+    def __iter__(self) -> Iterator[Row]:
+        names = self._names
+        for values in zip(*self._columns, strict=True):
+            yield dict(zip(names, values, strict=True))
+
+    def __repr__(self) -> str:
+        return f"RowBatch({self._names!r}, {self._length} rows)"
+
+
+#: Pieces of the row layout at :data:`ROW_DEPTH` (§5.4): a member's line start, the separator
+#: between rows, and a row's first and last characters.
+_MEMBER_START: Final = "\n" + _INDENT * (ROW_DEPTH + 1)
+_ROW_SEPARATOR: Final = ",\n" + _INDENT * ROW_DEPTH
+_ROW_OPEN: Final = "{" + _MEMBER_START
+_ROW_CLOSE: Final = "\n" + _INDENT * ROW_DEPTH + "}"
+#: Between two rows of a list of flat rows encoded by the C encoder with the member separator.
+_RAW_ROW_JOIN: Final = "}," + _MEMBER_START + "{"
+_ROW_JOIN: Final = _ROW_CLOSE + _ROW_SEPARATOR + _ROW_OPEN
+_DICT_TYPE: Final = frozenset({dict})
+_NONE_TYPE: Final = type(None)
+_INT_COLUMN: Final = frozenset({int, _NONE_TYPE})
+_STR_COLUMN: Final = frozenset({str, _NONE_TYPE})
+_is_not_none: Final = partial(is_not, None)
+#: The C encoder of a flat list of scalars, one per line (``"\n"`` only occurs between items).
+_LINES_ENCODER: Final = _c_make_encoder(
+    None, _reject, _escape, None, ": ", "\n", True, False, False
+)
+
+
+def _rows_text(rows: Sequence[Row]) -> str:
+    """The §5.4 text of ``rows`` at :data:`ROW_DEPTH`, separated as array elements.
+
+    Whole batches of flat rows are encoded at once: by column (:func:`_batch_text`) for a
+    :class:`RowBatch` or ``dict`` rows with the same keys, else through the C encoder
+    (:func:`_dicts_text`); any other batch row by row (:func:`encode_row`). All paths give the
+    same text.
+    """
+    if type(rows) is RowBatch:
+        text = _batch_text(rows)
+    else:
+        batch = _columns_of(rows)
+        text = None if batch is None else _batch_text(batch)
+        if text is None:
+            text = _dicts_text(rows)
+    if text is None:
+        text = _ROW_SEPARATOR.join([encode_row(row, ROW_DEPTH) for row in rows])
+    return text
+
+
+def _columns_of(rows: Sequence[Row]) -> RowBatch | None:
+    """``dict`` rows that all have the same keys in the same order, as columns; ``None`` for
+    anything else."""
+    batch = rows if type(rows) is list else list(rows)
+    if not batch or not _DICT_TYPE.issuperset(map(type, batch)):
+        return None
+    names = tuple(batch[0])
+    if not names or not all(map(names.__eq__, map(tuple, batch))):
+        return None
+    return RowBatch(names, [list(map(itemgetter(name), batch)) for name in names])
+
+
+def _dicts_text(rows: Sequence[Row]) -> str | None:
+    """``dict`` rows whose values are all plain scalars, as one C encoder call over the list;
+    ``None`` when a row is not such a ``dict`` (or is empty) or the C encoder refuses a value.
+
+    The encoder separates members and rows alike with ``,`` + newline + member indentation;
+    a raw newline never occurs inside a scalar, so ``}`` + that + ``{`` is exactly the joint
+    between two rows, which is then rewritten to the row layout.
+    """
+    batch = rows if type(rows) is list else list(rows)
+    if not (_DICT_TYPE.issuperset(map(type, batch)) and all(batch)):
+        return None
+    values = chain.from_iterable(map(dict.values, batch))
+    if not _FLAT_TYPES.issuperset(map(type, values)):
+        return None
+    try:
+        text = "".join(_flat_encoder(ROW_DEPTH)(batch, 0))
+    except (TypeError, ValueError):
+        return None
+    return _ROW_OPEN + text[2:-2].replace(_RAW_ROW_JOIN, _ROW_JOIN) + _ROW_CLOSE
+
+
+@lru_cache(maxsize=256)
+def _member_starts(names: tuple[str, ...]) -> tuple[tuple[int, str], ...] | None:
+    """For each member in sorted key order: its column index and the text before its value
+    (line start, key, ``": "``); ``None`` when the names are empty, not all ``str`` or not
+    distinct (such rows take the ``dict`` path)."""
+    if not names or not all(type(name) is str for name in names) or len(set(names)) < len(names):
+        return None
+    order = sorted(range(len(names)), key=names.__getitem__)
+    return tuple((index, _MEMBER_START + _escape(names[index]) + ": ") for index in order)
+
+
+def _plain_strings(column: Sequence[object], nullable: bool) -> bool:
+    """Whether each string of a ``str``/``None`` column is its JSON text between quotes (no
+    character to escape) and, when the column has ``None``, no string is ``"None"``."""
+    strings: Iterable[object] = filter(_is_not_none, column) if nullable else column
+    joined = "".join(strings)  # type: ignore[arg-type]
+    if len(_escape(joined)) != len(joined) + 2:
+        return False
+    return not (nullable and "None" in column)
+
+
+def _encoded_column(column: Sequence[object]) -> list[str] | None:
+    """The JSON text of each value of a column of plain scalars (one C encoder call, one value
+    per line); ``None`` when the C encoder refuses a value (non-finite float, huge integer)."""
+    values = column if type(column) is list or type(column) is tuple else list(column)
+    try:
+        text = "".join(_LINES_ENCODER(values, 0))
+    except (TypeError, ValueError):
+        return None
+    return text[1:-1].split("\n")
+
+
+def _batch_text(batch: RowBatch) -> str | None:
+    """A :class:`RowBatch` of plain scalars, without building ``dict`` rows.
+
+    One ``%`` template per row (members in sorted key order) is filled for all rows at once.
+    Per column: integers (and ``None``) go in as they are (``%s`` is their repr); strings that
+    need no escaping go in between quotes; anything else as the JSON text from the C encoder.
+    A ``None`` that went in as is, or between quotes, is then rewritten to ``null``: the text
+    ``<line start><key>: None`` (or ``"None"``) can only be that member's value, since a raw
+    newline never occurs inside a value and such a string column has no ``"None"``.
+    ``None`` when a value is not a plain scalar or the C encoder refuses it.
+    """
+    starts = _member_starts(batch.names)
+    if starts is None or not batch:
+        return None
+    pieces: list[str] = []
+    arguments: list[Sequence[object]] = []
+    nulls: list[tuple[str, str]] = []
+    for index, start in starts:
+        column = batch.columns[index]
+        kinds = set(map(type, column))
+        template_start = start.replace("%", "%%")
+        if kinds <= _INT_COLUMN:
+            pieces.append(template_start + "%s")
+            if _NONE_TYPE in kinds:
+                nulls.append((start + "None", start + "null"))
+        elif kinds <= _STR_COLUMN and _plain_strings(column, _NONE_TYPE in kinds):
+            pieces.append(template_start + '"%s"')
+            if _NONE_TYPE in kinds:
+                nulls.append((start + '"None"', start + "null"))
+        elif kinds <= _FLAT_TYPES and (texts := _encoded_column(column)) is not None:
+            pieces.append(template_start + "%s")
+            column = texts
+        else:
+            return None
+        arguments.append(column)
+    template = "{" + ",".join(pieces) + _ROW_CLOSE
+    try:
+        text = _ROW_SEPARATOR.join([template] * len(batch)) % tuple(
+            chain.from_iterable(zip(*arguments, strict=True))
+        )
+    except ValueError:  # an integer beyond CPython's str limit
+        return None
+    for old, new in nulls:
+        text = text.replace(old, new)
+    return text
+
+
 def _key_bytes(key: str) -> bytes:
     """A member key as §5.4 JSON string bytes."""
     return _to_utf8(_escape(key))
@@ -289,7 +506,7 @@ class DatasourceWriter:
             return
         separator = ",\n" + _INDENT * ROW_DEPTH
         prefix = separator if self._table_rows else separator[1:]
-        self._append(prefix + separator.join([encode_row(row, ROW_DEPTH) for row in rows]))
+        self._append(prefix + _rows_text(rows))
         self._table_rows += len(rows)
         self._rows += len(rows)
         await self._maybe_flush()

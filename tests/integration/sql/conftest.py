@@ -82,6 +82,21 @@ INSERT INTO public.typed VALUES (
     1500, '04:05:06.5', '04:05:06+05:30',
     'sad', true, 9007199254740993, '10.0.0.1'
 );
+
+CREATE TABLE public.moments (
+    id integer, tz timestamptz, ts timestamp, d date, tza timestamptz[], tsa timestamp[], note text
+);
+INSERT INTO public.moments VALUES
+    (1, '2024-01-02 03:04:05.123456+00', '2024-01-02 03:04:05.1', '2024-02-29',
+     '{"2024-01-02 03:04:05.5+00",infinity,"0044-03-15 10:00:00+00 BC",NULL}',
+     '{"2024-01-02 03:04:05",-infinity,"12345-01-01 00:00:00"}', 'a "quoted" note'),
+    (2, '2024-01-02 03:04:05.000001+00', '0001-01-01 00:00:00', '0999-12-31', '{}', '{}', NULL),
+    (3, 'infinity', '12345-06-07 08:09:10.11', '10000-01-01', NULL, NULL, 'None'),
+    (4, '-infinity', '0044-03-15 10:00:00.25 BC', '0044-03-15 BC', NULL, NULL, ''),
+    (5, '0044-03-15 10:00:00+00 BC', 'infinity', 'infinity', NULL, NULL, E'tab\there'),
+    (6, '10000-01-01 00:00:00+00', '9999-12-31 23:59:59.999999', '-infinity', NULL, NULL, 'x'),
+    (7, NULL, NULL, NULL, NULL, NULL, NULL),
+    (8, '1900-01-01 00:00:00.1+00', '1970-01-01 00:00:00', '1970-01-01', NULL, NULL, 'y');
 """
 
 

@@ -19,6 +19,7 @@ async def test_default_schema_tables_and_views(pg: PostgresConnector) -> None:
     assert found.default_schema == "public"
     assert names(found) == [
         ("public", "MixedCase"),
+        ("public", "moments"),
         ("public", "numbers"),
         ("public", "people"),
         ("public", "people_names"),

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 
 from fetcher.adapters.sql.postgres import PostgresConnector
 from fetcher.engine.errors import EngineError, ErrorCategory
@@ -137,3 +140,81 @@ async def test_query_failure_is_unavailable(pg: PostgresConnector) -> None:
     assert caught.value.detail is not None
     assert "no_such_table" in caught.value.detail
     await pg.probe()  # the connection is still usable
+
+
+MOMENTS: dict[int, dict[str, object]] = {
+    1: {
+        "tz": "2024-01-02T03:04:05.123456Z",
+        "ts": "2024-01-02T03:04:05.1Z",
+        "d": "2024-02-29",
+        "tza": ["2024-01-02T03:04:05.5Z", "infinity", "0044-03-15 10:00:00+00 BC", None],
+        "tsa": ["2024-01-02T03:04:05Z", "-infinity", "12345-01-01 00:00:00"],
+        "note": 'a "quoted" note',
+    },
+    2: {
+        "tz": "2024-01-02T03:04:05.000001Z",
+        "ts": "0001-01-01T00:00:00Z",
+        "d": "0999-12-31",
+        "tza": [],
+        "tsa": [],
+        "note": None,
+    },
+    3: {"tz": "infinity", "ts": "12345-06-07 08:09:10.11", "d": "10000-01-01", "note": "None"},
+    4: {"tz": "-infinity", "ts": "0044-03-15 10:00:00.25 BC", "d": "0044-03-15 BC", "note": ""},
+    5: {"tz": "0044-03-15 10:00:00+00 BC", "ts": "infinity", "d": "infinity", "note": "tab\there"},
+    6: {"tz": "10000-01-01 00:00:00+00", "ts": "9999-12-31T23:59:59.999999Z", "d": "-infinity"},
+    7: {"tz": None, "ts": None, "d": None, "note": None},
+    8: {"tz": "1900-01-01T00:00:00.1Z", "ts": "1970-01-01T00:00:00Z", "d": "1970-01-01"},
+}
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 100])
+async def test_timestamps_and_dates(pg_descriptor: object, batch_size: int) -> None:
+    """§5.3 date and timestamp rows, whatever mix of shapes a batch holds."""
+    from fetcher.engine.model import ConnectionDescriptor
+
+    assert isinstance(pg_descriptor, ConnectionDescriptor)
+    async with PostgresConnector(pg_descriptor, batch_size=batch_size) as pg:
+        moments = await table_named(pg, "moments")
+        query = TableQuery(moments, moments.columns)
+        rows = {row["id"]: row async for batch in pg.stream(query) for row in batch}
+    assert sorted(rows) == sorted(MOMENTS)
+    for key, expected in MOMENTS.items():
+        for name, value in expected.items():
+            assert rows[key][name] == value, (key, name)
+
+
+async def test_batches_are_row_batches(pg: PostgresConnector) -> None:
+    from fetcher.engine.document import RowBatch
+
+    moments = await table_named(pg, "moments")
+    batches = [b async for b in pg.stream(TableQuery(moments, moments.columns))]
+    assert all(isinstance(b, RowBatch) for b in batches)
+    assert batches[0].names == tuple(c.name for c in moments.columns)
+    assert [dict(row) for row in batches[0]] == list(batches[0])
+
+
+class _StrictOnMarker(Loader):
+    """Stands in for the C text loader meeting bytes that are not UTF-8."""
+
+    format = Format.TEXT
+
+    def load(self, data: Buffer) -> object:
+        text = bytes(data).decode()
+        if text == "None":
+            raise UnicodeDecodeError("utf-8", bytes(data), 0, 1, "simulated damaged text")
+        return text
+
+
+async def test_a_batch_that_fails_to_decode_is_loaded_tolerantly(pg: PostgresConnector) -> None:
+    conn = pg._conn  # the private handle: a strict loader that fails on one value
+    assert conn is not None
+    conn.adapters.register_loader("text", _StrictOnMarker)
+    moments = await table_named(pg, "moments")
+    rows = [row async for b in pg.stream(TableQuery(moments, moments.columns)) for row in b]
+    by_id = {row["id"]: row for row in rows}
+    assert len(rows) == len(MOMENTS)
+    assert by_id[3]["note"] == "None"
+    assert by_id[1]["note"] == 'a "quoted" note'
+    assert by_id[1]["tza"] == MOMENTS[1]["tza"]
+    assert by_id[3]["tz"] == "infinity"

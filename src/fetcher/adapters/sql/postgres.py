@@ -7,8 +7,10 @@
 * TLS (§11.2): ``ssl.mode`` → ``sslmode`` (default ``disable``); ``ssl.ca``/``cert``/``key`` →
   ``sslrootcert``/``sslcert``/``sslkey`` through temporary files (``O_EXCL``, 0600, in
   ``/dev/shm`` when available) that are unlinked right after the connect.
-* Values (§5.3): per-connection text-format loaders turn every PostgreSQL value straight into its
-  JSON-ready encoding, so array elements are encoded by the same rules as scalars.
+* Values (§5.3): per-connection text-format loaders turn every PostgreSQL value into its
+  JSON-ready encoding, so array elements are encoded by the same rules as scalars; timestamps
+  are finished per column (``_DateTimeText``), once per batch. Batches are
+  :class:`~fetcher.engine.document.RowBatch` columns, which the §5.4 writer encodes whole.
 """
 
 from __future__ import annotations
@@ -18,17 +20,21 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from decimal import Decimal, InvalidOperation
+from functools import partial
+from operator import is_not, itemgetter
 from types import TracebackType
 from typing import Any, ClassVar, Self
 from uuid import UUID
 
 import psycopg
 from psycopg.abc import AdaptContext, Buffer
-from psycopg.adapt import Loader
+from psycopg.adapt import AdaptersMap, Loader, Transformer
 from psycopg.pq import Format
+from psycopg.pq.abc import PGresult
+from psycopg.types.string import TextLoader
 
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
@@ -40,6 +46,7 @@ from fetcher.adapters.sql._common import (
     postgres_table_excluded,
     translate_errors,
 )
+from fetcher.engine.document import RowBatch
 from fetcher.engine.filters.sql import dialect_for, render_select
 from fetcher.engine.model import ConnectionDescriptor, TlsSettings
 from fetcher.engine.ports import Row, TableQuery
@@ -52,12 +59,10 @@ from fetcher.engine.types import (
 )
 from fetcher.engine.values import (
     encode_bytes,
-    encode_date,
     encode_datetime,
     encode_float,
     encode_float32,
     encode_interval,
-    encode_text,
     encode_time,
     encode_uuid,
     encode_value,
@@ -75,6 +80,7 @@ _SESSION_OPTIONS = (
 )
 
 AsyncConn = psycopg.AsyncConnection[tuple[Any, ...]]
+AsyncCursor = psycopg.AsyncServerCursor[tuple[Any, ...]]
 
 
 @contextmanager
@@ -140,11 +146,22 @@ def postgres_family(data_type: str, udt_name: str, *, is_enum: bool = False) -> 
 # --------------------------------------------------------------------------------------------
 # Value loaders (§5.3): text format in, JSON-ready value out
 # --------------------------------------------------------------------------------------------
+#
+# Speed: psycopg calls a Python loader once per value, which dominates an extraction, so the hot
+# types use psycopg's C text loader instead. Text is returned as is (see ``_C_TEXT_TYPES`` for
+# invalid UTF-8); ``numeric`` and ``date`` text already is the §5.3 string (ASCII, scale kept,
+# ``NaN``/``infinity``/BC/five-digit years as the engine prints them in the ISO DateStyle);
+# timestamps are rewritten per column by ``stream`` (``_DateTimeText``). The other types keep a
+# Python loader.
 
 
 def _text(data: Buffer) -> str:
-    """The raw text form of a value, with invalid UTF-8 replaced (§5.3 Text row)."""
-    return bytes(data).decode("utf-8", "replace")
+    """The raw text form of a value, with invalid UTF-8 replaced (§5.3 Text row).
+
+    Decoding with ``replace`` never yields a surrogate (UTF-8 cannot encode one), so the result
+    needs no further ``encode_text`` pass.
+    """
+    return str(data, "utf-8", "replace")
 
 
 class _TextLoader(Loader):
@@ -153,17 +170,7 @@ class _TextLoader(Loader):
     format = Format.TEXT
 
     def load(self, data: Buffer) -> Any:
-        return encode_text(_text(data))
-
-
-class _NumericLoader(Loader):
-    """numeric: PostgreSQL's own text is the exact decimal with the scale kept, no exponent,
-    and ``NaN``/``Infinity``/``-Infinity`` spelled as §5.3 wants."""
-
-    format = Format.TEXT
-
-    def load(self, data: Buffer) -> Any:
-        return _text(data)
+        return str(data, "utf-8", "replace")
 
 
 class _Float4Loader(Loader):
@@ -208,11 +215,11 @@ class _DelegatingLoader(Loader):
 
     def load(self, data: Buffer) -> Any:
         if self._stock is None or (self.datetime_like and _special_datetime(_text(data))):
-            return encode_text(_text(data))
+            return _text(data)
         try:
             return self.encode(self._stock.load(data))
         except (ValueError, OverflowError, psycopg.DataError):
-            return encode_text(_text(data))
+            return _text(data)
 
     def encode(self, value: Any) -> object:
         """The §5.3 encoding of the stock loader's value."""
@@ -225,12 +232,9 @@ def _special_datetime(text: str) -> bool:
     return "infinity" in text or text.endswith(" BC") or (head.isdigit() and len(head) > 4)
 
 
-class _DateLoader(_DelegatingLoader):
-    def encode(self, value: Any) -> object:
-        return encode_date(value)
-
-
 class _DateTimeLoader(_DelegatingLoader):
+    """timestamp/timestamptz: the reference path; ``_DateTimeText`` is the fast one."""
+
     def encode(self, value: Any) -> object:
         return encode_datetime(value)
 
@@ -290,14 +294,23 @@ class _IntervalLoader(Loader):
         return text if parts is None else encode_interval(*parts)
 
 
-_LOADERS: dict[str, type[Loader]] = {
-    **dict.fromkeys(("text", "varchar", "bpchar", "name", '"char"', "xml"), _TextLoader),
-    "numeric": _NumericLoader,
+#: Text read by psycopg's C text loader, which decodes strict UTF-8. The server only sends valid
+#: UTF-8 to a UTF8 client (it validates input and every conversion), so this matches
+#: ``_TextLoader`` on anything but damaged storage; for that, a batch that fails to decode is
+#: loaded again from the same result with ``_TextLoader`` (``_tolerant_rows``). ``"char"`` keeps
+#: ``_TextLoader``: before PostgreSQL 15 it sends its byte as is.
+_C_TEXT_TYPES = ("text", "varchar", "bpchar", "name", "xml")
+#: ASCII text that is already the §5.3 string (numeric, date) or is rewritten per column
+#: (timestamps, ``_DateTimeText``).
+_C_ASCII_TYPES = ("numeric", "date", "timestamp", "timestamptz")
+
+_LOADERS: dict[str | int, type[Loader]] = {
+    0: TextLoader,  # types without a loader (enums, user types …): their text form
+    **dict.fromkeys(_C_TEXT_TYPES + _C_ASCII_TYPES, TextLoader),
+    '"char"': _TextLoader,
     "float4": _Float4Loader,
     "float8": _Float8Loader,
     **dict.fromkeys(("json", "jsonb"), _JsonLoader),
-    "date": _DateLoader,
-    **dict.fromkeys(("timestamp", "timestamptz"), _DateTimeLoader),
     **dict.fromkeys(("time", "timetz"), _TimeLoader),
     "bytea": _ByteaLoader,
     "uuid": _UuidLoader,
@@ -308,9 +321,110 @@ _LOADERS: dict[str, type[Loader]] = {
 def install_loaders(conn: AsyncConn) -> None:
     """Register the §5.3 loaders on one connection (never globally)."""
     adapters = conn.adapters
-    adapters.register_loader(0, _TextLoader)  # unknown types: their text form
     for name, loader in _LOADERS.items():
         adapters.register_loader(name, loader)
+
+
+class _TolerantContext:
+    """The connection's adapters with ``_TextLoader`` in place of every C text loader."""
+
+    def __init__(self, conn: AsyncConn) -> None:
+        self.connection = conn
+        self.adapters = AdaptersMap(conn.adapters)
+        for name in (0, *_C_TEXT_TYPES, *_C_ASCII_TYPES):
+            self.adapters.register_loader(name, _TextLoader)
+
+
+def _tolerant_rows(result: PGresult, conn: AsyncConn) -> list[tuple[Any, ...]]:
+    """The rows of a fetched result, loaded with invalid UTF-8 replaced (§5.3 Text row)."""
+    transformer = Transformer(_TolerantContext(conn))
+    transformer.set_pgresult(result)
+    return transformer.load_rows(0, result.ntuples, tuple)
+
+
+_is_not_none = partial(is_not, None)
+_AT_4 = itemgetter(4)
+_AT_10 = itemgetter(10)
+_LAST = itemgetter(-1)
+_DIGITS = frozenset("0123456789")
+
+
+_EMPTY_FOR_NONE: dict[object, Any] = {None: ""}
+
+
+def _column_text(values: Sequence[Any], nullable: bool) -> str:
+    """The values of a column, each followed by a newline, ``None`` as an empty line (text forms
+    of timestamps hold neither newlines nor empty strings)."""
+    lines: Iterable[str] = map(_EMPTY_FOR_NONE.get, values, values) if nullable else values
+    return "\n".join(lines) + "\n"
+
+
+class _DateTimeText:
+    """§5.3 text of a timestamp(tz) from its text form in the UTC, ISO-DateStyle session.
+
+    A value in years 1..9999 (``YYYY-MM-DD HH:MM:SS[.ffffff]``, plus ``+00`` with a zone) is
+    rewritten by slicing: the engine already prints the fraction without trailing zeros, as
+    §5.3 wants. Anything else (``infinity``, BC, five-digit years, an unexpected offset) takes
+    the reference path of :class:`_DateTimeLoader`, so the result is the same either way.
+    """
+
+    def __init__(self, oid: int, context: AdaptContext | None, *, zoned: bool) -> None:
+        self._reference = _DateTimeLoader(oid, context)
+        self._zoned = zoned
+
+    def text(self, value: str) -> object:
+        """One value (``str`` from the C text loader)."""
+        if value[4:5] == "-" and value[10:11] == " ":
+            if self._zoned:
+                if value.endswith("+00"):
+                    return value[:10] + "T" + value[11:-3] + "Z"
+            elif value[-1:].isdigit():
+                return value[:10] + "T" + value[11:] + "Z"
+        return self._reference.load(value.encode())
+
+    def column(self, values: Sequence[Any]) -> Sequence[object]:
+        """A column of scalars (``None`` for NULL): :meth:`text` of each value, computed for the
+        whole column at once when every value has the common shape (checked first)."""
+        nullable = None in values
+        present: Sequence[str] = list(filter(_is_not_none, values)) if nullable else values
+        count = len(present)
+        if not count:
+            return values
+        joined = _column_text(values, nullable)
+        if self._common_shape(present, joined, count):
+            if self._zoned:
+                text = joined.replace(" ", "T").replace("+00\n", "Z\n")
+                absent = ""
+            else:
+                text = joined.replace(" ", "T").replace("\n", "Z\n")
+                absent = "Z"
+            parts = text[:-1].split("\n")
+            return list(map({absent: None}.get, parts, parts)) if nullable else parts
+        convert = self.text
+        return [value if value is None else convert(value) for value in values]
+
+    def _common_shape(self, present: Sequence[str], joined: str, count: int) -> bool:
+        """Whether every value is ``YYYY-MM-DD HH:MM:SS[.ffffff]`` (plus ``+00`` when zoned):
+        four-digit year (not ``infinity``), no BC, one space at index 10."""
+        try:
+            if set(map(_AT_4, present)) != {"-"} or set(map(_AT_10, present)) != {" "}:
+                return False
+        except IndexError:
+            return False
+        if "C" in joined or joined.count(" ") != count:
+            return False
+        if self._zoned:
+            return joined.count("+00\n") == count
+        return _DIGITS.issuperset(map(_LAST, present))
+
+    def array_column(self, values: Sequence[Any]) -> list[object]:
+        """A column of (nested) arrays whose elements are the text forms."""
+        return [self._array(value) for value in values]
+
+    def _array(self, value: Any) -> object:
+        if isinstance(value, list):
+            return [self._array(item) for item in value]
+        return value if value is None else self.text(value)
 
 
 def _finish(value: object) -> object:
@@ -323,15 +437,64 @@ def _finish(value: object) -> object:
     return encode_value(value)
 
 
-def _identity(value: object) -> object:
-    return value
+def _finish_column(values: Sequence[Any]) -> list[object]:
+    return list(map(_finish, values))
 
 
-def _converter(column: Column) -> Callable[[object], object]:
-    """Parsed JSON (and JSON arrays) is final as loaded; everything else gets ``_finish``."""
+ColumnConverter = Callable[[Sequence[Any]], Sequence[object]]
+
+
+def _oids(*names: str) -> frozenset[int]:
+    types = psycopg.postgres.types
+    scalars = {types[name].oid for name in names}
+    arrays = {types[name].array_oid for name in names}
+    return frozenset(scalars | arrays)
+
+
+#: Result types whose loaded values (scalars and arrays) are final: stock C loaders that return
+#: ``int``/``bool`` and the §5.3 loaders above that return JSON-ready values.
+_FINAL_OIDS = _oids(
+    "int2", "int4", "int8", "oid", "bool", "text", "varchar", "bpchar", "name", '"char"', "xml",
+    "numeric", "date", "float4", "float8", "time", "timetz", "bytea", "uuid", "interval",
+)  # fmt: skip
+_TIMESTAMP_OIDS = {
+    psycopg.postgres.types[name].oid: zoned
+    for name, zoned in (("timestamp", False), ("timestamptz", True))
+}
+_TIMESTAMP_ARRAY_OIDS = {
+    psycopg.postgres.types[name].array_oid: psycopg.postgres.types[name].oid
+    for name in ("timestamp", "timestamptz")
+}
+
+
+def _column_converter(
+    column: Column, type_oid: int, context: AdaptContext | None
+) -> ColumnConverter | None:
+    """How one result column is finished, chosen once per query; ``None``: values are final.
+
+    Parsed JSON (and JSON arrays) is final as loaded; timestamps are rewritten from their text;
+    types the loaders above already encode are final; anything else gets ``_finish``.
+    """
     if column.family is TypeFamily.JSON or column.native_type in {"_json", "_jsonb"}:
-        return _identity
-    return _finish
+        return None
+    if type_oid in _FINAL_OIDS:
+        return None
+    if type_oid in _TIMESTAMP_OIDS:
+        return _DateTimeText(type_oid, context, zoned=_TIMESTAMP_OIDS[type_oid]).column
+    if type_oid in _TIMESTAMP_ARRAY_OIDS:
+        base = _TIMESTAMP_ARRAY_OIDS[type_oid]
+        return _DateTimeText(base, context, zoned=_TIMESTAMP_OIDS[base]).array_column
+    return _finish_column
+
+
+def _columns(
+    rows: list[tuple[Any, ...]], converters: Sequence[tuple[int, ColumnConverter]]
+) -> list[Sequence[object]]:
+    """One fetched batch as columns, with the column converters applied."""
+    columns: list[Sequence[object]] = list(zip(*rows, strict=True))
+    for index, convert in converters:
+        columns[index] = convert(columns[index])
+    return columns
 
 
 # --------------------------------------------------------------------------------------------
@@ -522,24 +685,46 @@ class PostgresConnector:
         return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=_tables_from(rows))
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
-        """Rows through a server-side cursor, ``batch_size`` at a time, encoded per §5.3."""
+        """Rows through a server-side cursor, ``batch_size`` at a time, encoded per §5.3.
+
+        Each batch is a :class:`~fetcher.engine.document.RowBatch`: the columns and their names,
+        which the §5.4 writer encodes without building a dict per row.
+        """
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)
-        names = [column.name for column in query.columns]
-        converters = [_converter(column) for column in query.columns]
+        names = tuple(column.name for column in query.columns)
         with map_postgres_errors(Phase.QUERY, self._name):
             async with conn.transaction():
                 cursor_name = f"fetcher_{secrets.token_hex(8)}"
                 async with conn.cursor(name=cursor_name) as cursor:
                     await cursor.execute(sql, params)
-                    while batch := await cursor.fetchmany(self._batch_size):
-                        yield [
-                            {
-                                name: convert(value)
-                                for name, convert, value in zip(names, converters, row, strict=True)
-                            }
-                            for row in batch
-                        ]
+                    converters = self._converters(query.columns, cursor.description, conn)
+                    while batch := await self._fetch(cursor, conn):
+                        yield RowBatch(names, _columns(batch, converters))
+
+    async def _fetch(self, cursor: AsyncCursor, conn: AsyncConn) -> list[tuple[Any, ...]]:
+        """The next batch; one with text that is not UTF-8 is loaded again, tolerantly."""
+        try:
+            return await cursor.fetchmany(self._batch_size)
+        except UnicodeDecodeError:
+            if cursor.pgresult is None:
+                raise
+            return _tolerant_rows(cursor.pgresult, conn)
+
+    def _converters(
+        self,
+        columns: Sequence[Column],
+        description: Sequence[psycopg.Column] | None,
+        conn: AsyncConn,
+    ) -> list[tuple[int, ColumnConverter]]:
+        """The column converters of one query (by result type), skipping final columns."""
+        if description is None or len(description) != len(columns):
+            raise engine_error(Phase.QUERY, self._name, "unexpected result columns")
+        chosen = (
+            (index, _column_converter(column, described.type_code, conn))
+            for index, (column, described) in enumerate(zip(columns, description, strict=True))
+        )
+        return [(index, convert) for index, convert in chosen if convert is not None]
 
 
 def _tables_from(rows: Sequence[tuple[Any, ...]]) -> tuple[TableSchema, ...]:
