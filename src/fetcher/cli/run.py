@@ -16,11 +16,11 @@ import sys
 from collections.abc import AsyncIterator
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from fetcher.bootstrap import Runtime, build_runtime
 from fetcher.cli.logs import configure_logging
 from fetcher.crypto import Redactor
-from fetcher.manager.app import create_app
 from fetcher.settings import Mode, Settings, StartupRefused
 from fetcher.worker.health import create_health_app
 from fetcher.worker.main import recover_embedded_jobs, run_worker
@@ -103,9 +103,12 @@ async def running(
 
 def _http_server(runtime: Runtime) -> uvicorn.Server:
     """The Manager API (manager, embedded) or the Worker's health server (worker)."""
-    app = (
-        create_health_app(runtime) if runtime.settings.mode is Mode.WORKER else create_app(runtime)
-    )
+    if runtime.settings.mode is Mode.WORKER:
+        app: ASGIApp = create_health_app(runtime)
+    else:  # imported here: the Worker never loads FastAPI and pydantic (bounded memory)
+        from fetcher.manager.app import create_app
+
+        app = create_app(runtime)
     config = uvicorn.Config(
         app,
         log_config=None,

@@ -42,8 +42,9 @@ class _Rejected(Exception):
         self.reason = reason
 
 
-def _signature_problem(headers: Mapping[str, object]) -> int | None:
-    """§7.4 row 1: ``t`` as an integer, or ``None`` when a header is missing or malformed."""
+def _signing_time(headers: Mapping[str, object]) -> tuple[int, str] | None:
+    """§7.4 row 1: ``t`` as an integer and as the signed text (a decimal string is signed as
+    sent, leading zeros included), or ``None`` when a header is missing or malformed."""
     t, version, signature = (
         headers.get(k) for k in ("t", "signature-version", "x-message-signature")
     )
@@ -52,10 +53,10 @@ def _signature_problem(headers: Mapping[str, object]) -> int | None:
     if isinstance(t, bool):
         return None
     if isinstance(t, int):
-        return t if 0 <= t < 10**12 else None
+        return (t, str(t)) if 0 <= t < 10**12 else None
     if isinstance(t, bytes):
         t = t.decode("ascii", "replace")
-    return int(t) if isinstance(t, str) and _T_RE.fullmatch(t) else None
+    return (int(t), t) if isinstance(t, str) and _T_RE.fullmatch(t) else None
 
 
 def _is_uuid(value: object) -> bool:
@@ -117,11 +118,11 @@ class WorkHandler:
         """Rows 1–8 up to the claim. Returns the claimed job ID, or ``None`` when the
         message was acked without work; raises :class:`_Rejected` to dead-letter it."""
         headers, body = delivery.headers, delivery.body
-        t = _signature_problem(headers)
-        if t is None or not verify_message(
+        signed = _signing_time(headers)
+        if signed is None or not verify_message(
             self.internal_key,
             str(headers["x-message-signature"]),
-            t=t,
+            t=signed[1],
             body=body,
             exchange=delivery.exchange,
             routing_key=delivery.routing_key,
@@ -129,7 +130,7 @@ class WorkHandler:
             job_id=extract_job_id(body),
         ):
             raise _Rejected("signature")
-        now = time.time()
+        now, t = time.time(), signed[0]
         if t < now - self.pending_timeout or t > now + FUTURE_SKEW_SECONDS:
             await self._fail_pending(extract_job_id(body), EXPIRED)
             raise _Rejected("expired")

@@ -233,3 +233,26 @@ async def test_publish_failure_at_creation_fails_the_job_with_its_event(world: W
     assert json.loads(body_bytes)["metadata"]["error"] == {
         "message": "process failed: unable to publish"
     }
+
+
+async def test_a_decimal_t_with_leading_zeros_is_verified_as_sent(world: World) -> None:
+    """§7.4 row 1 accepts any ``^[0-9]{1,12}$`` string; the signature covers that text."""
+    job_id = await world.submit(MAPPED)
+    original = world.delivery()
+    t = f"0{int(time.time())}"
+    signature = sign_message(
+        world.keys.internal_hmac,
+        t=t,
+        body=original.body,
+        exchange="",
+        routing_key="fetcher.test.work",
+        job_id=job_id,
+    )
+    delivery = FakeDelivery(
+        original.body, {**original.headers, "t": t, "x-message-signature": signature}
+    )
+    await world.handler.handle(delivery)
+    assert delivery.outcome == "ack"
+    job = await world.store.get_job(job_id)
+    assert job is not None
+    assert job.status == "completed"
