@@ -144,11 +144,7 @@ async def broker(names: Names) -> AsyncIterator[Broker]:
     broker = Broker(names, connection, collector=EventCollector())
     try:
         async with broker.channel() as channel:
-            exchange = await channel.declare_exchange(
-                names.events_exchange, aio_pika.ExchangeType.TOPIC, durable=True
-            )
-            queue = await channel.declare_queue(names.consumer_queue, durable=False)
-            await queue.bind(exchange, routing_key="job.*")
+            queue = await broker.route_events(channel)
             tag = await queue.consume(broker.collector.on_message)
             yield broker
             await queue.cancel(tag)

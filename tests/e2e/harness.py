@@ -128,6 +128,14 @@ class FetcherProcess:
                 samples[name] = float(value)
         return samples
 
+    async def wait_for_log(self, needle: str, within: float = DEFAULT_TIMEOUT) -> None:
+        """Poll the captured output until it contains ``needle``."""
+
+        async def logged() -> bool | None:
+            return True if needle in self.logs() else None
+
+        await eventually(logged, f"{self.name} to log {needle!r}", within=within)
+
     async def wait_exit(self, within: float) -> int | None:
         """The exit code, or ``None`` if the process is still running after ``within``."""
         try:
@@ -261,6 +269,27 @@ class ManagerApi:
         connection_id: str = response.json()["id"]
         return connection_id
 
+    async def post_job(
+        self,
+        mapped_fields: Mapping[str, object],
+        *,
+        filters: Mapping[str, object] | None = None,
+        limits: Mapping[str, object] | None = None,
+        metadata: Mapping[str, object] | None = None,
+    ) -> httpx.Response:
+        """``POST /v1/fetcher`` as given, whatever the answer (202 new, 200 duplicate, …).
+        A fresh ``correlationId`` keeps every submission distinct for deduplication (§3.8)
+        unless ``metadata`` is given."""
+        data_request: dict[str, object] = {"mappedFields": mapped_fields}
+        if filters is not None:
+            data_request["filters"] = filters
+        if limits is not None:
+            data_request["limits"] = limits
+        meta = metadata or {"source": PRODUCT, "correlationId": unique("e2e")}
+        return await self.http.post(
+            f"{self.base_url}/v1/fetcher", json={"dataRequest": data_request, "metadata": meta}
+        )
+
     async def submit(
         self,
         mapped_fields: Mapping[str, object],
@@ -269,16 +298,9 @@ class ManagerApi:
         limits: Mapping[str, object] | None = None,
         metadata: Mapping[str, object] | None = None,
     ) -> str:
-        """Create a job (202) and return its ID. A fresh ``correlationId`` keeps every
-        submission distinct for deduplication (§3.8) unless ``metadata`` is given."""
-        data_request: dict[str, object] = {"mappedFields": mapped_fields}
-        if filters is not None:
-            data_request["filters"] = filters
-        if limits is not None:
-            data_request["limits"] = limits
-        meta = metadata or {"source": PRODUCT, "correlationId": unique("e2e")}
-        response = await self.http.post(
-            f"{self.base_url}/v1/fetcher", json={"dataRequest": data_request, "metadata": meta}
+        """Create a job (202) and return its ID (see :meth:`post_job`)."""
+        response = await self.post_job(
+            mapped_fields, filters=filters, limits=limits, metadata=metadata
         )
         assert response.status_code == 202, response.text
         job_id: str = response.json()["jobId"]
@@ -570,15 +592,29 @@ class Database:
             userinfo += f":{parts['password']}"
         return f"postgresql://{userinfo}@{self.host}:{self.port}/{self.name}"
 
-    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def query(
+        self, sql: str, params: Sequence[object] = ()
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Column names and rows of one read-only query (session time zone UTC)."""
         import psycopg
 
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
             conn.execute("SET TIME ZONE 'UTC'")
-            cursor = conn.execute(sql.encode())
+            cursor = conn.execute(sql.encode(), params or None)
             columns = [c.name for c in cursor.description or ()]
             return columns, cursor.fetchall()
+
+    def records(self, sql: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
+        """The rows of :meth:`query` as column → value mappings."""
+        columns, rows = self.query(sql, params)
+        return [dict(zip(columns, row, strict=True)) for row in rows]
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> int:
+        """One data-changing statement (autocommit); returns the affected row count."""
+        import psycopg
+
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            return conn.execute(sql.encode(), params or None).rowcount
 
 
 class DatabaseFactory:
@@ -612,6 +648,29 @@ class DatabaseFactory:
             self.drop(database)
 
 
+def age_job(database: Database, job_id: str, column: str, seconds: float) -> None:
+    """Move a job's ``created_at`` or ``started_at`` ``seconds`` into the past in the metadata
+    database: elapsed time for the reaper (§4.4) without waiting for it."""
+    if column not in ("created_at", "started_at"):
+        raise ValueError(f"not a job timestamp: {column}")
+    changed = database.execute(
+        f"UPDATE jobs SET {column} = {column} - make_interval(secs => %s) WHERE id = %s",
+        (seconds, job_id),
+    )
+    assert changed == 1, f"job {job_id} not found"
+
+
+def outbox_rows(database: Database, job_id: str) -> list[dict[str, Any]]:
+    """The job's §8.6 outbox rows (``ce_id``, ``routing_key``, ``created_at``, ``sent_at``,
+    ``age_seconds``), oldest first, straight from the metadata database."""
+    return database.records(
+        "SELECT ce_id, routing_key, created_at, sent_at,"
+        " extract(epoch FROM now() - created_at)::float8 AS age_seconds"
+        " FROM outbox WHERE job_id = %s ORDER BY id",
+        (job_id,),
+    )
+
+
 # --- the assembled stack -----------------------------------------------------------------------
 
 
@@ -643,6 +702,46 @@ class Broker:
             if not channel.is_closed:
                 await channel.close()
 
+    async def route_events(self, channel: Any) -> Any:
+        """Declare the events exchange (durable topic, as the Worker does) and the consumer
+        queue, bind ``job.*`` between them, and return the queue. Idempotent."""
+        import aio_pika
+
+        exchange = await channel.declare_exchange(
+            self.names.events_exchange, aio_pika.ExchangeType.TOPIC, durable=True
+        )
+        queue = await channel.declare_queue(self.names.consumer_queue, durable=False)
+        await queue.bind(exchange, routing_key="job.*")
+        return queue
+
+    async def unroute_events(self) -> None:
+        """Delete the events exchange (its bindings go with it): a publish to it now fails
+        with a channel error, until :meth:`route_events` restores the route."""
+        async with self.channel() as channel:
+            await channel.exchange_delete(self.names.events_exchange)
+
+    async def fence(self, within: float = DEFAULT_TIMEOUT) -> None:
+        """Publish a marker through the events exchange and wait until the collector has it.
+
+        Everything the broker confirmed to a publisher before this call was enqueued on the
+        consumer queue ahead of the marker, so afterwards the collector holds every event a
+        stopped Worker ever sent: a negative check ("no second event") needs no sleep."""
+        import aio_pika
+
+        marker = unique("fence")
+        async with self.channel() as channel:
+            exchange = await channel.get_exchange(self.names.events_exchange, ensure=False)
+            body = json.dumps({"job_id": marker}).encode()
+            await exchange.publish(aio_pika.Message(body), routing_key="job.fence")
+        await self.collector.wait_for(marker, "job.fence", within=within)
+
+    async def queue_state(self, queue_name: str) -> tuple[int, int]:
+        """``(ready messages, consumers)`` of a queue, from a passive declare."""
+        async with self.channel() as channel:
+            queue = await channel.declare_queue(queue_name, passive=True)
+            result = queue.declaration_result
+            return int(result.message_count or 0), int(result.consumer_count or 0)
+
 
 @dataclass(frozen=True)
 class ResultStore:
@@ -654,6 +753,11 @@ class ResultStore:
     def read(self, key: str) -> bytes:
         data: bytes = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         return data
+
+    def head(self, key: str) -> tuple[str, datetime]:
+        """``(ETag, LastModified)`` of a stored object: a rewrite changes at least one."""
+        meta = self.s3.head_object(Bucket=self.bucket, Key=key)
+        return str(meta["ETag"]), meta["LastModified"]
 
     def keys_for(self, job_id: str) -> list[str]:
         """Objects and unfinished multipart uploads under the job's object key (§6.3)."""

@@ -54,7 +54,7 @@ async def run_worker(runtime: Runtime, stop: asyncio.Event) -> None:
     handler = work_handler(runtime)
     relay_task = asyncio.create_task(parts.relay.run(), name="outbox-relay")
     reaper_task = asyncio.create_task(
-        _every(REAP_INTERVAL_SECONDS, parts.reaper.tick), name="stale-reaper"
+        _every(REAP_INTERVAL_SECONDS, lambda: _reap(parts)), name="stale-reaper"
     )
     consumer = asyncio.create_task(_consume(parts, handler, runtime.settings.workers))
     try:
@@ -83,6 +83,13 @@ async def _handle(handler: WorkHandler, delivery: Delivery, gate: asyncio.Semaph
         log.error("work message handling failed: %s", redact(str(exc)))
     finally:
         gate.release()
+
+
+async def _reap(parts: WorkerParts) -> None:
+    """One reaper tick; the relay publishes its ``job.failed`` rows right after the commit
+    (§8.6), like any other terminal transition, instead of at the next repair tick."""
+    if await parts.reaper.tick():
+        parts.extraction.on_commit()
 
 
 async def _every(seconds: float, action: Callable[[], Awaitable[object]]) -> None:
