@@ -198,9 +198,10 @@ async def _open_objects(settings: Settings, stack: AsyncExitStack) -> ObjectStor
     storage = settings.object_storage
     if storage.endpoint is None:
         return LocalObjectStore(_ensure_dir(storage.local_dir))
-    from fetcher.adapters.objectstore.s3 import S3ObjectStore
+    from fetcher.adapters.objectstore.s3 import MIN_PART_SIZE, S3ObjectStore
 
     s3 = S3ObjectStore(
+        part_size=MIN_PART_SIZE,  # the smallest part S3 accepts keeps the Worker's memory low
         endpoint=storage.endpoint,
         bucket=storage.bucket,
         region=storage.region,
@@ -278,6 +279,7 @@ def _worker_parts(
         storage_timeout=settings.storage_timeout,
         redactor=Redactor(secrets=settings.secrets),
         on_commit=relay.kick,
+        ssrf_guard=settings.ssrf_guard,
     )
     reaper = StaleJobReaper(
         store=store,

@@ -36,7 +36,9 @@ class ConnectionDescriptor:
     """Everything a connector needs to open one datasource, credentials decrypted.
 
     ``repr()`` MUST NOT show the password or the TLS key (§1.4): both are redacted below.
-    ``database`` is the file path for ``SQLITE``.
+    ``database`` is the file path for ``SQLITE``. ``pinned_address`` is the IP address the
+    SSRF pre-dial vetted (§2.9.1 rule 3): when set, a connector dials it and keeps ``host`` only
+    for TLS SNI and hostname verification, so the name is never resolved a second time.
     """
 
     config_name: str
@@ -51,6 +53,7 @@ class ConnectionDescriptor:
     metadata: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
     internal: bool = False
     connection_id: str | None = None
+    pinned_address: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -58,7 +61,7 @@ class ConnectionDescriptor:
             f"host={self.host!r}, port={self.port!r}, database={self.database!r}, "
             f"schema={self.schema!r}, username={self.username!r}, "
             f"password={'[redacted]' if self.password else None!r}, ssl={self.ssl!r}, "
-            f"internal={self.internal!r})"
+            f"internal={self.internal!r}, pinned_address={self.pinned_address!r})"
         )
 
     __str__ = __repr__

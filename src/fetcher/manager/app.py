@@ -7,8 +7,10 @@
   HTTP-exception handlers are replaced; anything else → ``500 FET-0002`` (middleware).
 * :class:`~fetcher.manager.middleware.FetcherMiddleware` adds request IDs, the streaming
   1 MiB body limit, CORS and HTTP metrics.
-* OpenAPI 3.1 at ``/openapi.json`` (request bodies documented from ``manager/schemas.py``),
-  Swagger UI at ``/docs``.
+* OpenAPI 3.1 at ``/openapi.json``: responses from the models of ``manager/schemas.py``;
+  request bodies, path IDs, query parameters and headers from the precise JSON Schemas of
+  ``manager/openapi.py``, fitted to this deployment (the SQLITE type where it is accepted, the
+  configured ``MAX_PAGINATION_LIMIT`` and limit maxima). Swagger UI at ``/docs``.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from fetcher.bootstrap import Runtime
 from fetcher.manager.errors import internal_error
 from fetcher.manager.json_body import UNPARSABLE
 from fetcher.manager.middleware import FetcherMiddleware
+from fetcher.manager.openapi import list_parameters, request_components
 from fetcher.manager.responses import error_response
 from fetcher.manager.routes import connections, events, jobs, operational
-from fetcher.manager.schemas import REQUEST_MODELS
 from fetcher.services.errors import ApiError, invalid_payload
 from fetcher.services.ports import StoreUnavailableError
+from fetcher.settings import Mode
 
 __all__ = ["create_app"]
 
@@ -44,8 +47,12 @@ _DESCRIPTION = (
 )
 
 
+#: The list routes whose ``limit`` follows ``MAX_PAGINATION_LIMIT`` (§2.6.2, §2.6.3).
+_LIST_PATHS = ("/v1/management/connections", "/v1/management/connections/unassigned")
+
+
 class FetcherAPI(FastAPI):
-    """FastAPI with an OpenAPI document that also lists the request-body models."""
+    """FastAPI with an OpenAPI document that also carries the request-body schemas."""
 
     def openapi(self) -> dict[str, Any]:
         if self.openapi_schema:
@@ -57,11 +64,22 @@ class FetcherAPI(FastAPI):
             description=self.description,
             routes=self.routes,
         )
+        runtime: Runtime = self.state.runtime
+        settings = runtime.settings
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for model in REQUEST_MODELS:
-            document = model.model_json_schema(ref_template="#/components/schemas/{model}")
-            components.update(document.pop("$defs", {}))
-            components[model.__name__] = document
+        components.update(
+            request_components(
+                sqlite=settings.mode is Mode.EMBEDDED and bool(settings.sqlite_allowed_dir),
+                max_limits=runtime.jobs.max_limits,
+            )
+        )
+        fitted = {p["name"]: p for p in list_parameters(settings.max_pagination_limit)}
+        for path in _LIST_PATHS:
+            operation = schema["paths"][path]["get"]
+            operation["parameters"] = [
+                fitted.get(p["name"], p) if p["in"] == "query" else p
+                for p in operation["parameters"]
+            ]
         self.openapi_schema = schema
         return schema
 

@@ -1,9 +1,10 @@
 """Pydantic models that describe the HTTP API in ``/openapi.json`` (contract §2, §3.1, §4.6).
 
-They document; they do not parse. Routes decode bodies with ``parse_json_object`` (§2.1 is
-stricter than any model) and build responses from the services, so these models mirror the
-contract's shapes, with omitted-when-empty members optional. The helpers at the bottom build
-the ``openapi_extra`` and ``responses`` fragments each route declares.
+They document; they do not parse. Routes build responses from the services, so these models
+mirror the contract's response shapes, with omitted-when-empty members optional. Request bodies
+and parameters are described by the hand-written JSON Schemas of :mod:`fetcher.manager.openapi`.
+The helpers at the bottom build the ``openapi_extra`` and ``responses`` fragments each route
+declares.
 """
 
 from __future__ import annotations
@@ -13,21 +14,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "REQUEST_MODELS",
-    "ConnectionCreate",
     "ConnectionPage",
     "ConnectionResponse",
-    "ConnectionUpdate",
     "ErrorBody",
     "FeedPage",
     "HealthBody",
     "JobAccepted",
-    "JobRequest",
     "JobResponse",
     "ReadyzBody",
     "SchemaResponse",
     "TestResult",
-    "ValidateSchemaRequest",
     "ValidateSchemaSuccess",
     "VersionBody",
     "error_responses",
@@ -67,46 +63,6 @@ class ErrorBody(_Strict):
 
 
 # --- connections (§2.5, §2.6) -------------------------------------------------------------
-
-
-class SslSettings(_Strict):
-    """``ssl`` input: ``mode`` in the type's vocabulary (§11.2); PEM text for the rest."""
-
-    mode: str
-    ca: str | None = None
-    cert: str | None = None
-    key: str | None = None
-
-
-class ConnectionCreate(_Strict):
-    """§2.5 input (POST). ``host``, ``port``, ``userName``, ``password`` are required except
-    for ``SQLITE``; ``password`` and ``ssl.key`` are never returned."""
-
-    configName: str = Field(min_length=3, max_length=100, pattern=r"^[a-zA-Z0-9_-]+$")
-    type: ConnectionType
-    host: str | None = Field(default=None, max_length=253)
-    port: int | None = Field(default=None, ge=1, le=65535)
-    databaseName: str = Field(max_length=255)
-    schema_: str | None = Field(default=None, alias="schema", max_length=128)
-    userName: str | None = Field(default=None, max_length=128)
-    password: str | None = Field(default=None, min_length=1, max_length=1024)
-    ssl: SslSettings | None = None
-    metadata: dict[str, MetadataValue] | None = None
-
-
-class ConnectionUpdate(_Strict):
-    """§2.6.5 PATCH: every field optional; ``null`` clears ``schema``, ``ssl``, ``metadata``."""
-
-    configName: str | None = None
-    type: ConnectionType | None = None
-    host: str | None = None
-    port: int | None = None
-    databaseName: str | None = None
-    schema_: str | None = Field(default=None, alias="schema")
-    userName: str | None = None
-    password: str | None = None
-    ssl: SslSettings | None = None
-    metadata: dict[str, MetadataValue] | None = None
 
 
 class SslResponse(_Strict):
@@ -164,42 +120,12 @@ class SchemaResponse(_Strict):
     tables: list[SchemaTable]
 
 
-class ValidateSchemaRequest(_Strict):
-    """§2.6.9 body."""
-
-    mappedFields: dict[str, dict[str, list[str]]]
-
-
 class ValidateSchemaSuccess(_Strict):
     status: Literal["success"]
     message: str
 
 
 # --- jobs (§2.8, §3.1, §4.6) --------------------------------------------------------------
-
-
-class Limits(_Strict):
-    """§3.5 overrides: positive integers, at most the configured maximum."""
-
-    maxDatasources: int | None = Field(default=None, ge=1)
-    maxTablesPerDatasource: int | None = Field(default=None, ge=1)
-    maxFieldsPerTable: int | None = Field(default=None, ge=1)
-    maxConcurrency: int | None = Field(default=None, ge=1)
-    timeoutSeconds: int | None = Field(default=None, ge=1)
-    maxResultBytes: int | None = Field(default=None, ge=1)
-
-
-class DataRequest(_Strict):
-    mappedFields: dict[str, dict[str, list[str]]]
-    filters: dict[str, dict[str, dict[str, dict[str, list[Any]]]]] | None = None
-    limits: Limits | None = None
-
-
-class JobRequest(_Strict):
-    """§3.1 body; ``metadata.source`` names the owning product."""
-
-    dataRequest: DataRequest
-    metadata: dict[str, MetadataValue]
 
 
 class JobAccepted(_Strict):
@@ -267,15 +193,6 @@ class FeedPage(_Strict):
     next: str
 
 
-#: Models referenced only from ``openapi_extra`` request bodies; ``create_app`` adds them to
-#: ``components.schemas``.
-REQUEST_MODELS: tuple[type[BaseModel], ...] = (
-    ConnectionCreate,
-    ConnectionUpdate,
-    ValidateSchemaRequest,
-    JobRequest,
-)
-
 _ERROR_TEXT = {
     400: "Validation error (FET-0001, FET-04xx, FET-10xx)",
     404: "Not found (FET-1001 entity, FET-0005 route)",
@@ -297,9 +214,10 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorBody, "description": _ERROR_TEXT[s]} for s in codes}
 
 
-def json_request_body(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
-    """``openapi_extra`` for a JSON body parsed by the route itself (§2.1)."""
-    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+def json_request_body(component: str, *, required: bool = True) -> dict[str, Any]:
+    """``openapi_extra`` for a JSON body parsed by the route itself (§2.1); ``component`` is a
+    ``components.schemas`` entry of :func:`fetcher.manager.openapi.request_components`."""
+    ref = {"$ref": f"#/components/schemas/{component}"}
     content = {"application/json": {"schema": ref}}
     return {"requestBody": {"required": required, "content": content}}
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -44,7 +43,12 @@ from fetcher.services.ports import ConflictError, MetadataStore
 from fetcher.services.rate_limit import ConnectionTestLimiter
 from fetcher.services.records import ConnectionQuery, ConnectionRecord, SortOrder
 from fetcher.services.schema_cache import SchemaCache
-from fetcher.services.ssrf import is_blocked_address, is_blocked_host_literal
+from fetcher.services.ssrf import (
+    BlockedHostError,
+    HostResolutionError,
+    is_blocked_host_literal,
+    vet_host,
+)
 from fetcher.services.timeutil import SystemClock, format_ms, new_id
 
 __all__ = [
@@ -586,21 +590,36 @@ class ConnectionService:
     async def prepare(self, target: Target) -> ConnectionDescriptor:
         """Ready a target for one connect: SQLITE re-check, SSRF pre-dial, decryption.
 
+        Under the guard the host is resolved once and the vetted address is pinned on the
+        returned descriptor (§2.9.1 rule 3), so the connector never resolves the name again.
         Raises ``400 FET-0414`` when the guard blocks the host, :class:`ConnectFailed` for
-        every connect failure that happens before dialing.
+        every connect failure that happens before dialing (a DNS failure included).
         """
         if target.internal is not None:
-            return target.internal
+            return target.internal  # §2.9: the guard never applies to internal datasources
         record = target.record
         assert record is not None
         if record.type == _SQLITE and not self._sqlite_ok(record.database_name):
             raise ConnectFailed("SQLite file is not readable in the allowed directory")
-        if self.ssrf_guard and record.host:
-            await self._predial(record.host, record.port)
+        pinned = await self._predial(record) if self.ssrf_guard and record.host else None
         try:
-            return descriptor_from_record(record, self.cipher)
+            descriptor = descriptor_from_record(record, self.cipher)
         except CredentialError as exc:
             raise ConnectFailed(exc.reason) from None
+        return replace(descriptor, pinned_address=pinned) if pinned else descriptor
+
+    @staticmethod
+    async def _predial(record: ConnectionRecord) -> str:
+        """§2.9 pre-dial through :func:`~fetcher.services.ssrf.vet_host`: a blocked host →
+        ``400 FET-0414``; a DNS failure → :class:`ConnectFailed`. Returns the vetted address."""
+        assert record.host is not None
+        try:
+            return await vet_host(record.host, record.port)
+        except BlockedHostError:
+            raise forbidden_host() from None
+        except HostResolutionError as exc:
+            detail = Redactor(hosts=[record.host]).redact(exc.detail)
+            raise ConnectFailed(detail) from None
 
     def _sqlite_ok(self, path: str) -> bool:
         """§2.5.1 re-check before every open of a stored SQLITE connection."""
@@ -612,21 +631,6 @@ class ConnectionService:
                 path, allowed_dir=allowed, metadata_store_path=self.metadata_store_path
             )
         )
-
-    async def _predial(self, host: str, port: int | None) -> str:
-        """§2.9 pre-dial: resolve once; any blocked address → FET-0414; DNS failure → connect
-        failure. Returns the vetted address."""
-        if is_blocked_host_literal(host):
-            raise forbidden_host()
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError) as exc:
-            raise ConnectFailed(f"name resolution failed: {exc}") from None
-        addresses = sorted({str(info[4][0]) for info in infos})
-        if not addresses or any(is_blocked_address(a) for a in addresses):
-            raise forbidden_host()
-        return addresses[0]
 
     @asynccontextmanager
     async def session(self, descriptor: ConnectionDescriptor) -> AsyncIterator[Connector]:

@@ -33,6 +33,7 @@ from fetcher.services.metrics import Metrics
 from fetcher.services.ports import MetadataStore
 from fetcher.services.records import JobRecord
 from fetcher.services.runtime_ports import ObjectStore, ObjectWriter
+from fetcher.services.ssrf import BlockedHostError, HostResolutionError, pin_descriptor
 from fetcher.services.timeutil import SystemClock
 
 __all__ = ["ExtractionService", "object_key"]
@@ -41,6 +42,10 @@ log = logging.getLogger(__name__)
 
 RECORD_FAILED = "failed to record job completion"
 INTERNAL_ERROR = "internal error"
+#: §2.9: the detail of a Worker connect the SSRF guard blocked (exact).
+BLOCKED_HOST_DETAIL = "host is not a valid external database endpoint"
+#: Bound on the pre-dial name resolution (the connect budget of §2.6.7).
+PREDIAL_TIMEOUT_SECONDS = 10
 
 
 def object_key(job_id: str, prefix: str) -> str:
@@ -105,6 +110,8 @@ class ExtractionService:
     redactor: Redactor = field(default_factory=Redactor)
     clock: SystemClock = field(default_factory=SystemClock)
     on_commit: Callable[[], None] = field(default=lambda: None)
+    #: ``SSRF_GUARD_ENABLED``: pre-dial and pin every stored datasource (§2.9, §2.9.1).
+    ssrf_guard: bool = False
 
     async def run_claimed(self, job_id: str) -> str:
         """Run a job this Worker has just claimed; it ends in one terminal transition.
@@ -156,14 +163,34 @@ class ExtractionService:
                     f"datasource '{name}' does not belong to the job's product",
                 )
             try:
-                resolved[name] = descriptor_from_record(record, self.cipher, config_name=name)
+                descriptor = descriptor_from_record(record, self.cipher, config_name=name)
             except CredentialError as exc:
                 raise EngineError(
                     ErrorCategory.INTERNAL,
                     f"failed to decrypt credentials for datasource '{name}'",
                     detail=exc.reason,
                 ) from None
+            resolved[name] = await self._guarded(name, descriptor)
         return resolved
+
+    async def _guarded(self, name: str, descriptor: ConnectionDescriptor) -> ConnectionDescriptor:
+        """§2.9 Worker connect under the guard: resolve once, vet every address, pin the
+        vetted one (§2.9.1). Internal datasources never reach here (§9.4)."""
+        if not self.ssrf_guard or not descriptor.host:
+            return descriptor
+        failed = f"failed to connect to datasource '{name}'"
+        try:
+            async with asyncio.timeout(PREDIAL_TIMEOUT_SECONDS):
+                return await pin_descriptor(descriptor)
+        except BlockedHostError:
+            raise EngineError(ErrorCategory.CONNECT, f"{failed}: {BLOCKED_HOST_DETAIL}") from None
+        except HostResolutionError as exc:
+            detail = Redactor(hosts=[descriptor.host]).redact(exc.detail)
+            raise EngineError(ErrorCategory.CONNECT, failed, detail=detail) from None
+        except TimeoutError:
+            raise EngineError(
+                ErrorCategory.CONNECT, failed, detail="name resolution timed out"
+            ) from None
 
     def _request(self, job: JobRecord) -> ExtractionRequest:
         """The engine request, with limits recomputed against this Worker's maxima (§3.5)."""

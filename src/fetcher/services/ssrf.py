@@ -2,22 +2,37 @@
 
 ``is_blocked_address`` tells whether one IP address lies in a blocked range;
 ``is_blocked_host_literal`` applies the host-literal layer (create, PATCH) to a ``host`` value:
-an IP literal in a blocked range, or a blocked hostname. The pre-dial layer resolves the name
-elsewhere and applies ``is_blocked_address`` to every resolved address. Nothing here does I/O.
+an IP literal in a blocked range, or a blocked hostname.
+
+The pre-dial layer (§2.9.1 rules 1-3) is :func:`vet_host`, the ONE place that resolves a
+datasource host: it resolves the name once through :func:`resolve_host` (``getaddrinfo``, every
+address family), rejects the host when any resolved address is blocked, and returns the vetted
+address that callers pin on the descriptor (:func:`pin_descriptor`), so the driver never
+resolves the name a second time. The Manager's :class:`ConnectionService` and the Worker's
+:class:`ExtractionService` both call it; nothing else here does I/O.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
+from dataclasses import replace
+
+from fetcher.engine import ConnectionDescriptor
 
 __all__ = [
     "BLOCKED_HOSTNAMES",
     "BLOCKED_NETWORKS",
     "BLOCKED_SUFFIXES",
+    "BlockedHostError",
+    "HostResolutionError",
     "is_blocked_address",
     "is_blocked_host_literal",
     "is_blocked_hostname",
+    "pin_descriptor",
+    "resolve_host",
+    "vet_host",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -112,3 +127,70 @@ def is_blocked_host_literal(host: str) -> bool:
     if address is not None:
         return is_blocked_address(address)
     return is_blocked_hostname(host)
+
+
+# --- the pre-dial layer (§2.9.1) ----------------------------------------------------------
+
+
+class BlockedHostError(Exception):
+    """The host, or one address it resolves to, is blocked (§2.9). Carries no host text:
+    HTTP answers ``400 FET-0414`` and the Worker fails the job with its fixed text."""
+
+
+class HostResolutionError(Exception):
+    """DNS failed (§2.9.1 rule 2): a connect failure, not a block. ``detail`` is resolver
+    text; it may name the host, so callers redact it before it leaves the process (§8.7)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+async def resolve_host(host: str, port: int | None) -> list[str]:
+    """Every address ``host`` resolves to (``getaddrinfo``, all families), resolver order.
+
+    Raises ``OSError`` (``socket.gaierror``) or ``UnicodeError`` on a DNS failure. Tests
+    replace this function to simulate DNS.
+    """
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+async def vet_host(host: str, port: int | None) -> str:
+    """§2.9.1 rules 1-3: resolve ``host`` once; return the address to pin.
+
+    The host-literal layer applies first (a blocked literal or name never reaches DNS). Every
+    resolved address must be allowed (an IPv4-mapped IPv6 address is judged unmapped); the
+    vetted address is the resolver's first, which is the one the system would dial.
+
+    Raises :class:`BlockedHostError` or :class:`HostResolutionError`.
+    """
+    if is_blocked_host_literal(host):
+        raise BlockedHostError
+    try:
+        resolved = await resolve_host(host, port)
+    except (OSError, UnicodeError) as exc:
+        raise HostResolutionError(f"name resolution failed: {exc}") from None
+    addresses = list(dict.fromkeys(resolved))
+    if not addresses:
+        raise HostResolutionError("name resolution returned no address")
+    try:
+        blocked = any(is_blocked_address(address) for address in addresses)
+    except ValueError:
+        blocked = True  # not an IP address: never dial what cannot be vetted
+    if blocked:
+        raise BlockedHostError
+    return addresses[0]
+
+
+async def pin_descriptor(descriptor: ConnectionDescriptor) -> ConnectionDescriptor:
+    """``descriptor`` with its host vetted and the address pinned (§2.9.1 rule 3).
+
+    A descriptor without a host (``SQLITE``) is returned unchanged. Raises
+    :class:`BlockedHostError` or :class:`HostResolutionError`.
+    """
+    if not descriptor.host:
+        return descriptor
+    address = await vet_host(descriptor.host, descriptor.port)
+    return replace(descriptor, pinned_address=address)

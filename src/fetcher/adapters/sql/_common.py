@@ -31,7 +31,7 @@ CONNECT_TIMEOUT_SECONDS = 10
 #: §11.1: discovery within 30 s.
 DISCOVERY_TIMEOUT_SECONDS = 30
 #: §4.3 step 3: rows are streamed in batches; the size is implementation-defined.
-DEFAULT_BATCH_SIZE = 10_000
+DEFAULT_BATCH_SIZE = 2_000
 
 #: §11.3: PostgreSQL system schemas (``pg_toast*`` is matched by prefix).
 _PG_SYSTEM_SCHEMAS = frozenset({"pg_catalog", "information_schema"})

@@ -18,6 +18,8 @@ class SqlConnectorRegistry:
     ``sqlite_allowed_dir`` confines stored ``SQLITE`` connections (§2.5.1); internal ones are
     operator-configured and not confined, but ``forbidden_paths`` (the metadata store file)
     is always refused. Types without an adapter in this build fail with the port's text.
+    A descriptor's ``pinned_address`` (the SSRF pre-dial's vetted IP, §2.9.1) is handed to the
+    connector so that the driver dials it instead of resolving the host again.
     """
 
     def __init__(
@@ -25,7 +27,7 @@ class SqlConnectorRegistry:
         *,
         sqlite_allowed_dir: str | None = None,
         forbidden_paths: Sequence[str] = (),
-        batch_size: int = 10_000,
+        batch_size: int = 2_000,
     ) -> None:
         self._sqlite_allowed_dir = sqlite_allowed_dir
         self._forbidden = tuple(forbidden_paths)
@@ -33,7 +35,11 @@ class SqlConnectorRegistry:
 
     def connector_for(self, connection: ConnectionDescriptor) -> Connector:
         if connection.type is EngineType.POSTGRESQL:
-            return PostgresConnector(connection, batch_size=self._batch_size)
+            return PostgresConnector(
+                connection,
+                batch_size=self._batch_size,
+                pinned_address=connection.pinned_address,  # §2.9.1 rule 3 (hostaddr)
+            )
         if connection.type is EngineType.SQLITE:
             if not connection.internal and self._sqlite_allowed_dir is None:
                 raise EngineError(

@@ -14,19 +14,22 @@ from fetcher.manager.deps import (
     product_header,
     read_json_object,
 )
+from fetcher.manager.openapi import (
+    CONNECTION_ID,
+    LIST_DESCRIPTION,
+    list_parameters,
+    product_header_parameter,
+    schemas_parameter,
+)
 from fetcher.manager.responses import json_response
 from fetcher.manager.schemas import (
-    ConnectionCreate,
     ConnectionPage,
     ConnectionResponse,
-    ConnectionUpdate,
     SchemaResponse,
     TestResult,
-    ValidateSchemaRequest,
     ValidateSchemaSuccess,
     error_responses,
     json_request_body,
-    parameter,
 )
 from fetcher.services.connections import connection_response
 
@@ -34,21 +37,11 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/management/connections", tags=["connections"])
 
-_ID = parameter("id", "path", "Connection ID: a UUID in any letter case", required=True)
-_PRODUCT_REQUIRED = parameter(
-    "X-Product-Name", "header", "The owning product (§2.4), trimmed and lower-cased", required=True
-)
-_PRODUCT_OPTIONAL = parameter("X-Product-Name", "header", "Filters by product when present")
-_INT = {"type": "string", "pattern": "^[0-9]{1,9}$"}
-_LIST_PARAMS = [
-    parameter("limit", "query", "1..MAX_PAGINATION_LIMIT (default 10)", schema=_INT),
-    parameter("page", "query", "≥ 1 (default 1)", schema=_INT),
-    parameter("sortOrder", "query", "asc or desc by createdAt then id (default desc)"),
-    parameter("type", "query", "Case-insensitive connection type"),
-    parameter("startDate", "query", "YYYY-MM-DD, createdAt ≥ that day (UTC)"),
-    parameter("endDate", "query", "YYYY-MM-DD, createdAt < the next day (UTC)"),
-    parameter("metadata.<key>", "query", "Matches metadata[key] (string or JSON text)"),
-]
+_ID = CONNECTION_ID
+_PRODUCT_REQUIRED = product_header_parameter(required=True)
+_PRODUCT_OPTIONAL = product_header_parameter(required=False)
+#: ``create_app`` fits ``limit`` to ``MAX_PAGINATION_LIMIT`` in the served document.
+_LIST_PARAMS = list_parameters(100)
 
 
 def _ok(model: type[Any], description: str, status: int = 200) -> dict[int | str, Any]:
@@ -60,7 +53,7 @@ def _ok(model: type[Any], description: str, status: int = 200) -> dict[int | str
     status_code=201,
     summary="Create a connection",
     responses={**_ok(ConnectionResponse, "Created", 201), **error_responses(400, 409, 413, 415)},
-    openapi_extra={**json_request_body(ConnectionCreate), "parameters": [_PRODUCT_REQUIRED]},
+    openapi_extra={**json_request_body("ConnectionCreate"), "parameters": [_PRODUCT_REQUIRED]},
 )
 async def create_connection(request: Request, runtime: RuntimeDep) -> Response:
     """§2.6.1: header, body, then the service's field checks, SSRF and uniqueness."""
@@ -73,6 +66,7 @@ async def create_connection(request: Request, runtime: RuntimeDep) -> Response:
 @router.get(
     "",
     summary="List connections",
+    description=LIST_DESCRIPTION,
     responses={**_ok(ConnectionPage, "A page"), **error_responses(400)},
     openapi_extra={"parameters": [_PRODUCT_OPTIONAL, *_LIST_PARAMS]},
 )
@@ -88,6 +82,7 @@ async def list_connections(request: Request, runtime: RuntimeDep) -> Response:
 @router.get(
     "/unassigned",
     summary="List connections without a product",
+    description=LIST_DESCRIPTION,
     responses={**_ok(ConnectionPage, "A page"), **error_responses(400)},
     openapi_extra={"parameters": _LIST_PARAMS},
 )
@@ -107,7 +102,7 @@ async def list_unassigned(request: Request, runtime: RuntimeDep) -> Response:
         **_ok(ValidateSchemaSuccess, "Every datasource, table and field exists"),
         **error_responses(400, 413, 415, 422),
     },
-    openapi_extra=json_request_body(ValidateSchemaRequest),
+    openapi_extra=json_request_body("ValidateSchemaRequest"),
 )
 async def validate_schema(request: Request, runtime: RuntimeDep) -> Response:
     """§2.6.9: 200, or 422 FET-1060 with the sorted ``errors``."""
@@ -134,7 +129,7 @@ async def get_connection(request: Request, runtime: RuntimeDep) -> Response:
         **_ok(ConnectionResponse, "The updated connection"),
         **error_responses(400, 404, 409, 413, 415),
     },
-    openapi_extra={**json_request_body(ConnectionUpdate), "parameters": [_ID]},
+    openapi_extra={**json_request_body("ConnectionUpdate"), "parameters": [_ID]},
 )
 async def update_connection(request: Request, runtime: RuntimeDep) -> Response:
     """§2.6.5: path ID, body, then the service's checks in order."""
@@ -173,12 +168,7 @@ async def test_connection(request: Request, runtime: RuntimeDep) -> Response:
     "/{id}/schema",
     summary="Discover a connection's schema",
     responses={**_ok(SchemaResponse, "Tables and fields"), **error_responses(400, 404, 502)},
-    openapi_extra={
-        "parameters": [
-            _ID,
-            parameter("schemas", "query", "Comma-separated list of 1-20 schema names"),
-        ]
-    },
+    openapi_extra={"parameters": [_ID, schemas_parameter()]},
 )
 async def connection_schema(request: Request, runtime: RuntimeDep) -> Response:
     """§2.6.8: fresh discovery."""

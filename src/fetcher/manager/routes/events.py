@@ -6,28 +6,20 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from fetcher.manager.deps import RuntimeDep, parse_feed_query
-from fetcher.manager.schemas import FeedPage, error_responses, parameter
+from fetcher.manager.openapi import feed_parameters
+from fetcher.manager.schemas import FeedPage, error_responses
 from fetcher.services.feed import render_page
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 
-_CURSOR = {"type": "string", "pattern": "^[0-9]{1,18}$"}
-
 
 @router.get(
     "",
     summary="Read terminal job events in order",
     responses={200: {"model": FeedPage, "description": "A page of events"}, **error_responses(400)},
-    openapi_extra={
-        "parameters": [
-            parameter("after", "query", "Only events after this cursor", schema=_CURSOR),
-            parameter("limit", "query", "1..1000 (default 100)"),
-            parameter("type", "query", "completed or failed"),
-            parameter("wait", "query", "Long-poll up to 0..30 seconds"),
-        ]
-    },
+    openapi_extra={"parameters": feed_parameters()},
 )
 async def read_events(request: Request, runtime: RuntimeDep) -> Response:
     """§2.12: ``data`` is the stored event body, verbatim."""

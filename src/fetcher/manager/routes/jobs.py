@@ -6,15 +6,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from fetcher.manager.deps import RuntimeDep, parse_job_id, read_json_object, request_id
+from fetcher.manager.openapi import JOB_ID
 from fetcher.manager.responses import json_response
-from fetcher.manager.schemas import (
-    JobAccepted,
-    JobRequest,
-    JobResponse,
-    error_responses,
-    json_request_body,
-    parameter,
-)
+from fetcher.manager.schemas import JobAccepted, JobResponse, error_responses, json_request_body
 
 __all__ = ["router"]
 
@@ -32,7 +26,7 @@ _LOCATION = {"Location": {"description": "/v1/fetcher/<jobId>", "schema": {"type
         200: {"model": JobAccepted, "description": "Duplicate request", "headers": _LOCATION},
         **error_responses(400, 413, 415),
     },
-    openapi_extra=json_request_body(JobRequest),
+    openapi_extra=json_request_body("JobRequest"),
 )
 async def create_job(request: Request, runtime: RuntimeDep) -> Response:
     """§3.6: steps 1, 1a and 2 here, 3–16 in the service."""
@@ -49,7 +43,7 @@ async def create_job(request: Request, runtime: RuntimeDep) -> Response:
     "/{id}",
     summary="Get a job",
     responses={200: {"model": JobResponse, "description": "The job"}, **error_responses(400, 404)},
-    openapi_extra={"parameters": [parameter("id", "path", "Job ID (UUID)", required=True)]},
+    openapi_extra={"parameters": [JOB_ID]},
 )
 async def get_job(request: Request, runtime: RuntimeDep) -> Response:
     """§2.8: 400 FET-0404 for a non-UUID, 404 FET-1001 when unknown."""

@@ -1,0 +1,667 @@
+"""Precise JSON Schemas for ``/openapi.json``: request bodies, path IDs, query parameters and
+the ``X-Product-Name`` header (contract §2.1, §2.4, §2.5, §2.6, §2.12, §3.1-§3.5).
+
+The routes parse their inputs themselves (§2.1 is stricter than any model), so these schemas
+are a description, written to agree with the validators in ``fetcher.services`` closely enough
+that a schema-valid request passes every rule a JSON Schema can express, and a schema-invalid
+request is rejected:
+
+* strings that the validators trim admit surrounding whitespace (``_WS`` is exactly the set
+  ``str.strip()`` removes), and every string excludes U+0000 (a §2.1 hostile value);
+* fixed-schema objects have ``additionalProperties: false``; free-form maps (``metadata``)
+  restrict their values to flat scalars; numbers stay within 19 integer digits (§2.1);
+* connection bodies are one branch per ``type``, so ``schema``, TLS vocabularies (§11.2), the
+  Oracle ``serviceName`` and the SQLITE field rules hold per type; ``SQLITE`` is offered only
+  where the deployment accepts it (embedded mode with ``SQLITE_ALLOWED_DIR``, §2.5.1);
+* empty query values of the list routes are allowed, as §2.6.2 treats them as absent.
+
+What no JSON Schema can say is stated in the descriptions: whether a named datasource exists
+(§3.6 step 14, §2.6.9), cross-field and cross-parameter rules (PATCH merges with the stored
+record, ``page × limit`` ≤ 2^31, ``endDate`` ≥ ``startDate``, limit overrides lowering counts),
+the SQLITE file checks, and the SSRF guard.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from fetcher.engine import Limits
+from fetcher.services.connection_validation import CONNECTION_TYPES, SSL_MODES
+
+__all__ = [
+    "CONNECTION_ID",
+    "JOB_ID",
+    "connection_create_schema",
+    "connection_update_schema",
+    "feed_parameters",
+    "int_range_pattern",
+    "job_request_schema",
+    "list_parameters",
+    "product_header_parameter",
+    "request_components",
+    "schemas_parameter",
+    "validate_schema_request_schema",
+]
+
+Schema = dict[str, Any]
+
+#: Exactly the characters ``str.strip()`` removes (``str.isspace``), spelled out because
+#: ``\s`` differs between Python, ECMA-262 and the Rust engines that read these patterns.
+_WS_CHARS = "\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_WS = f"[{_WS_CHARS}]"
+#: Neither whitespace nor U+0000.
+_NW = f"[^\\x00{_WS_CHARS}]"
+#: Anything but U+0000.
+_ANY = "[^\\x00]"
+_NO_NUL = f"^{_ANY}*$"
+#: §2.1: integer literals have at most 19 digits.
+_MAX_INT = 10**19 - 1
+_UUID = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+_SQLITE = "SQLITE"
+_SCHEMA_TYPES = frozenset({"POSTGRESQL", "SQL_SERVER", "ORACLE"})
+_DB_FORBIDDEN = "?#;=/\\x00"
+
+
+def _trimmed(core: str) -> str:
+    """A pattern for a value whose trimmed text matches ``core``."""
+    return f"^{_WS}*{core}{_WS}*$"
+
+
+def _bounded_text(max_length: int) -> str:
+    """Trimmed, non-blank text of at most ``max_length`` characters after trimming."""
+    return _trimmed(f"{_NW}(?:{_ANY}{{0,{max_length - 2}}}{_NW})?")
+
+
+def _string(pattern: str, **extra: Any) -> Schema:
+    return {"type": "string", "pattern": pattern, **extra}
+
+
+_NULL: Schema = {"type": "null"}
+_EMPTY_OBJECT: Schema = {"type": "object", "maxProperties": 0}
+
+
+def _nullable(schema: Schema) -> Schema:
+    return {"anyOf": [_NULL, schema]}
+
+
+def int_range_pattern(low: int, high: int, *, max_digits: int = 9) -> str:
+    """A pattern for the decimal integers ``low..high`` in the §2.1 form: ASCII digits only,
+    leading zeros allowed, at most ``max_digits`` digits in all."""
+    high = min(high, 10**max_digits - 1)
+    if low > high:
+        raise ValueError("empty range")
+    alternatives = []
+    for width in range(len(str(low)), len(str(high)) + 1):
+        start = max(low, 10 ** (width - 1) if width > 1 else 0)
+        stop = min(high, 10**width - 1)
+        if start > stop:
+            continue
+        zeros = max_digits - width
+        prefix = f"0{{0,{zeros}}}" if zeros else ""
+        alternatives += [prefix + body for body in _same_width(str(start), str(stop))]
+    return "^(?:" + "|".join(alternatives) + ")$"
+
+
+def _same_width(low: str, high: str) -> list[str]:
+    """Patterns for the digit strings ``low..high`` of one width (no leading-zero padding)."""
+    if len(low) == 1:
+        return [_digit_class(low, high)]
+    if low[0] == high[0]:
+        return [low[0] + rest for rest in _same_width(low[1:], high[1:])]
+    tail = len(low) - 1
+    parts = []
+    if low[1:] == "0" * tail:
+        first = low[0]
+    else:
+        parts += [low[0] + rest for rest in _same_width(low[1:], "9" * tail)]
+        first = str(int(low[0]) + 1)
+    last = high[0] if high[1:] == "9" * tail else str(int(high[0]) - 1)
+    if first <= last:
+        parts.append(_digit_class(first, last) + f"[0-9]{{{tail}}}")
+    if high[1:] != "9" * tail:
+        parts += [high[0] + rest for rest in _same_width("0" * tail, high[1:])]
+    return parts
+
+
+def _digit_class(low: str, high: str) -> str:
+    return low if low == high else f"[{low}-{high}]"
+
+
+def _optional(pattern: str) -> str:
+    """``pattern`` (``^…$``) that also admits the empty value (§2.6.2: empty means absent)."""
+    return f"^(?:{pattern[1:-1]})?$"
+
+
+# --- header and path parameters (§2.1, §2.4) ----------------------------------------------
+
+#: §2.4 after HTTP parsing: trimmed (``str.strip``), 1-100 characters of ``[A-Za-z0-9_-]``
+#: (lower-cased by the server); the characters a header value can carry around it are allowed.
+_PRODUCT = "^[ \t\x85\xa0]*[A-Za-z0-9_-]{1,100}[ \t\x85\xa0]*$"
+
+
+def product_header_parameter(*, required: bool) -> Schema:
+    """``X-Product-Name`` (§2.4): required on create and assign, a filter on list."""
+    description = (
+        "The owning product: trimmed, then lower-cased; 1-100 characters of letters, digits, "
+        "`_` and `-`. Violations → 400 FET-0403."
+    )
+    if not required:
+        description += " Optional: when present it filters the list by product."
+    return {
+        "name": "X-Product-Name",
+        "in": "header",
+        "required": required,
+        "description": description,
+        "schema": _string(_PRODUCT),
+    }
+
+
+def _path_id(what: str) -> Schema:
+    return {
+        "name": "id",
+        "in": "path",
+        "required": True,
+        "description": (
+            f"{what.capitalize()} ID: a canonical hyphenated UUID in any letter case. "
+            f"Anything else → 400 FET-0404 `invalid {what} id`."
+        ),
+        "schema": _string(_UUID),
+    }
+
+
+CONNECTION_ID = _path_id("connection")
+JOB_ID = _path_id("job")
+
+
+def _query(name: str, description: str, schema: Schema) -> Schema:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema,
+    }
+
+
+# --- list and feed query parameters (§2.6.2, §2.12) ---------------------------------------
+
+_DATE = {
+    "anyOf": [
+        {"type": "string", "maxLength": 0},
+        {"type": "string", "format": "date", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+    ]
+}
+
+
+def list_parameters(max_limit: int) -> list[Schema]:
+    """§2.6.2 query parameters; an empty value is treated as absent."""
+    return [
+        _query(
+            "limit",
+            f"Page size 1..{max_limit} (MAX_PAGINATION_LIMIT), default 10. Not an integer → "
+            f"FET-0405; over {max_limit} → FET-0406.",
+            _string(_optional(int_range_pattern(1, max_limit))),
+        ),
+        _query(
+            "page",
+            "Page number ≥ 1, default 1. `page × limit` > 2^31 → FET-0405.",
+            _string(_optional(int_range_pattern(1, 10**9 - 1))),
+        ),
+        _query(
+            "sortOrder",
+            "`asc` or `desc` (case-insensitive) by createdAt, then id; default `desc`.",
+            _string("^(?:[Aa][Ss][Cc]|[Dd][Ee][Ss][Cc])?$"),
+        ),
+        _query(
+            "type",
+            "Case-insensitive connection type; an unknown one matches nothing.",
+            {"type": "string"},
+        ),
+        _query("startDate", "YYYY-MM-DD (UTC): createdAt ≥ that day. Else FET-0408.", _DATE),
+        _query(
+            "endDate",
+            "YYYY-MM-DD (UTC): createdAt < the next day. Else FET-0408; before startDate → "
+            "FET-0409.",
+            _DATE,
+        ),
+    ]
+
+
+LIST_DESCRIPTION = (
+    "Unknown query parameters are ignored and empty values are treated as absent. "
+    "`metadata.<key>=<value>` parameters (several are ANDed) match connections whose "
+    "`metadata[key]` is that string, or a number or boolean with that JSON text; a key over "
+    "100 or a value over 256 characters → 400 FET-0405."
+)
+
+
+def feed_parameters() -> list[Schema]:
+    """§2.12 event-feed parameters (empty values are malformed here)."""
+    return [
+        _query(
+            "after", "Only events after this cursor (`^[0-9]{1,18}$`).", _string("^[0-9]{1,18}$")
+        ),
+        _query(
+            "limit",
+            "1..1000 (default 100); over 1000 → FET-0406.",
+            _string(int_range_pattern(1, 1000)),
+        ),
+        _query(
+            "type", "`completed` or `failed`.", {"type": "string", "enum": ["completed", "failed"]}
+        ),
+        _query(
+            "wait",
+            "Long-poll: wait up to 0..30 seconds for a matching event before answering.",
+            _string(int_range_pattern(0, 30)),
+        ),
+    ]
+
+
+#: §2.6.8 ``schemas``: 1-20 comma-separated names, each non-blank after trimming.
+_SCHEMA_NAME = f"[^,]*[^,{_WS_CHARS}][^,]*"
+
+
+def schemas_parameter() -> Schema:
+    return _query(
+        "schemas",
+        "Comma-separated list of 1-20 non-blank schema names (ignored for MySQL, MongoDB and "
+        "SQLite). Default: the connection's `schema`, else the engine default. Else FET-0405.",
+        _string(f"^{_SCHEMA_NAME}(?:,{_SCHEMA_NAME}){{0,19}}$"),
+    )
+
+
+# --- connection bodies (§2.5) -------------------------------------------------------------
+
+_CONFIG_NAME = _string(
+    _trimmed("[a-zA-Z0-9_-]{3,100}"),
+    description="3-100 characters of letters, digits, `_` and `-` (trimmed); unique (409).",
+)
+_IPV4_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+
+
+def _ipv6() -> str:
+    """What ``ipaddress.IPv6Address`` parses, without a zone: eight groups, or fewer around one
+    ``::``, the last 32 bits optionally written as a strict IPv4 literal."""
+    group = "[0-9A-Fa-f]{1,4}"
+    ipv4 = f"{_IPV4_OCTET}(?:\\.{_IPV4_OCTET}){{3}}"
+
+    def left(count: int) -> str:
+        return f"(?:{group}:){{{count - 1}}}{group}" if count else ""
+
+    forms = [f"(?:{group}:){{7}}{group}", f"(?:{group}:){{6}}{ipv4}"]
+    for count in range(8):
+        forms.append(
+            f"{left(count)}::(?:{group}(?::{group}){{0,{6 - count}}})?"
+            if count < 7
+            else f"{left(count)}::"
+        )
+    for count in range(6):
+        forms.append(f"{left(count)}::(?:{group}:){{0,{5 - count}}}{ipv4}")
+    return "(?:" + "|".join(forms) + ")"
+
+
+_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST: Schema = {
+    "description": (
+        "An RFC 1123 hostname (≤ 253 characters, one trailing dot allowed, last label not all "
+        "digits), an IPv4 literal, or an IPv6 literal without brackets (trimmed)."
+    ),
+    "anyOf": [
+        _string(_trimmed(f"{_IPV4_OCTET}(?:\\.{_IPV4_OCTET}){{3}}")),
+        {
+            "type": "string",
+            "maxLength": 253,
+            "pattern": _trimmed(f"{_LABEL}(?:\\.{_LABEL})*\\.?"),
+            "not": {"pattern": f"^(?:{_WS}*|.*\\.)[0-9]+\\.?{_WS}*$"},
+        },
+        _string(_trimmed(_ipv6())),
+    ],
+}
+_PORT: Schema = {"type": "integer", "minimum": 1, "maximum": 65535}
+#: Whitespace other than the space (U+0020), which a database name may contain inside.
+_WS_NOT_SPACE = _WS_CHARS.replace("\x1c-\x20", "\x1c-\x1f")
+_DB_EDGE = f"[^{_DB_FORBIDDEN}{_WS_CHARS}]"
+_DB_INNER = f"[^{_DB_FORBIDDEN}{_WS_NOT_SPACE}]"
+_DATABASE_NAME = _string(
+    _trimmed(f"{_DB_EDGE}(?:{_DB_INNER}{{0,253}}{_DB_EDGE})?"),
+    description=(
+        "≤ 255 characters (trimmed); no `?`, `#`, `;`, `=`, `/`, NUL, or whitespace other than "
+        "a space. For ORACLE a label only."
+    ),
+)
+_SQLITE_PATH = _string(
+    _trimmed(f"/{_ANY}{{0,253}}{_NW}"),
+    description=(
+        "The absolute path of a readable SQLite file inside SQLITE_ALLOWED_DIR (not the "
+        "metadata store); otherwise 400 FET-0001."
+    ),
+)
+_SCHEMA_FIELD = _nullable(
+    _string(
+        _trimmed(f"(?:{_NW}(?:{_ANY}{{0,126}}{_NW})?)?"),
+        description="≤ 128 characters (trimmed); blank means none.",
+    )
+)
+_NO_SCHEMA = _nullable(_string(f"^{_WS}*$", description="Not supported for this type."))
+_USER_NAME = _string(_bounded_text(128), description="≤ 128 characters (trimmed).")
+_PASSWORD = _string(
+    f"^{_ANY}*{_NW}{_ANY}*$",
+    minLength=1,
+    maxLength=1024,
+    description="1-1024 characters, not blank; never trimmed, never returned.",
+)
+_PEM = _string(f"^-----BEGIN{_ANY}*$", description="PEM text beginning with `-----BEGIN`.")
+_NO_PEM: Schema = {"enum": [None, ""]}
+_PEM_OR_NONE: Schema = {"anyOf": [_NO_PEM, _PEM]}
+_RESERVED = _string("^[A-Za-z0-9_.$-]{1,128}$")
+_METADATA_VALUE: Schema = {
+    "type": ["string", "number", "boolean", "null"],
+    "maxLength": 2000,
+    "pattern": _NO_NUL,
+    "minimum": -_MAX_INT,
+    "maximum": _MAX_INT,
+}
+_METADATA_KEYS: Schema = {"minLength": 1, "maxLength": 100, "pattern": _NO_NUL}
+
+
+def _metadata(*, required_source: bool = False, reserved: bool = False) -> Schema:
+    """A flat metadata map (§2.5): keys 1-100 characters, scalar values (strings ≤ 2000)."""
+    schema: Schema = {
+        "type": "object",
+        "propertyNames": _METADATA_KEYS,
+        "additionalProperties": _METADATA_VALUE,
+    }
+    if reserved:
+        schema["properties"] = {
+            "serviceName": _nullable(_RESERVED),
+            "authSource": _nullable(_RESERVED),
+        }
+    if required_source:
+        schema["required"] = ["source"]
+        schema["properties"] = {
+            "source": _string(
+                f"^{_ANY}*{_NW}{_ANY}*$",
+                maxLength=2000,
+                description="The owning product (compared trimmed and lower-cased).",
+            )
+        }
+    return schema
+
+
+def _ssl(kind: str | None, modes: Sequence[str]) -> Schema:
+    """``ssl``: ``null``/``{}`` for none, else ``mode`` (the type's §11.2 vocabulary, or ``""``)
+    with optional PEM ``ca`` and ``cert``/``key`` given together."""
+    vocabulary = "|".join(re.escape(m) for m in modes)
+    mode = _string(_trimmed(f"(?:{vocabulary})?" if vocabulary else ""))
+    if kind == _SQLITE:
+        settings: Schema = {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["mode"],
+            "properties": {"mode": mode, "ca": _NO_PEM, "cert": _NO_PEM, "key": _NO_PEM},
+        }
+    else:
+        settings = {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["mode"],
+            "properties": {
+                "mode": mode,
+                "ca": _PEM_OR_NONE,
+                "cert": _PEM_OR_NONE,
+                "key": _PEM_OR_NONE,
+            },
+            "anyOf": [
+                {"properties": {"cert": _NO_PEM, "key": _NO_PEM}},
+                {"required": ["cert", "key"], "properties": {"cert": _PEM, "key": _PEM}},
+            ],
+        }
+    return {"anyOf": [_NULL, _EMPTY_OBJECT, settings]}
+
+
+def _create_branch(kind: str) -> Schema:
+    """One ``type``'s create body (§2.5)."""
+    properties: Schema = {
+        "configName": _CONFIG_NAME,
+        "type": _string(_trimmed(re.escape(kind)), description=f"`{kind}`"),
+    }
+    required = ["configName", "type", "databaseName"]
+    if kind == _SQLITE:
+        properties["databaseName"] = _SQLITE_PATH
+        properties["ssl"] = _ssl(kind, ())
+    else:
+        properties |= {"host": _HOST, "port": _PORT, "databaseName": _DATABASE_NAME}
+        properties |= {"userName": _USER_NAME, "password": _PASSWORD}
+        properties["ssl"] = _ssl(kind, SSL_MODES[kind])
+        required += ["host", "port", "userName", "password"]
+    properties["schema"] = _SCHEMA_FIELD if kind in _SCHEMA_TYPES else _NO_SCHEMA
+    if kind == "ORACLE":
+        metadata = _metadata(reserved=True)
+        metadata["required"] = ["serviceName"]
+        metadata["properties"]["serviceName"] = _RESERVED
+        properties["metadata"] = metadata
+        required.append("metadata")
+    else:
+        properties["metadata"] = _nullable(_metadata(reserved=True))
+    return {
+        "title": f"{kind} connection",
+        "type": "object",
+        "additionalProperties": False,
+        "required": required,
+        "properties": properties,
+    }
+
+
+def connection_create_schema(types: Sequence[str]) -> Schema:
+    """§2.5 create body, one branch per accepted ``type``."""
+    return {
+        "title": "ConnectionCreate",
+        "description": (
+            "§2.5 input. Strings are trimmed except `password` and the PEM texts. Unknown "
+            "fields → FET-0400; missing → FET-0402; invalid → FET-0001 (FET-0410-0413 for "
+            "metadata and TLS rules); a blocked host under the SSRF guard → FET-0414; a taken "
+            "configName → 409 FET-1002."
+        ),
+        "type": "object",
+        "anyOf": [_create_branch(kind) for kind in types],
+    }
+
+
+def connection_update_schema(types: Sequence[str]) -> Schema:
+    """§2.6.5 PATCH body: any non-empty subset of the fields. The merged record must pass the
+    create rules of its (possibly new) type, which this schema cannot see."""
+    all_modes = sorted({m for kind in types if kind in SSL_MODES for m in SSL_MODES[kind]})
+    database = _string(_bounded_text(255)) if _SQLITE in types else _DATABASE_NAME
+    properties: Schema = {
+        "configName": _CONFIG_NAME,
+        "type": _string(_trimmed("(?:" + "|".join(re.escape(t) for t in types) + ")")),
+        "host": _HOST,
+        "port": _PORT,
+        "databaseName": database,
+        "schema": _SCHEMA_FIELD,
+        "userName": _USER_NAME,
+        "password": _PASSWORD,
+        "ssl": _ssl(None, all_modes),
+        "metadata": _nullable(_metadata(reserved=True)),
+    }
+    return {
+        "title": "ConnectionUpdate",
+        "description": (
+            "§2.6.5 merge semantics: an absent field is unchanged; `null` clears `schema`, "
+            "`ssl` and `metadata` (and is invalid elsewhere); `ssl` and `metadata` replace the "
+            "stored value. `{}` → 400 FET-0001 `empty request body`. The merged record is then "
+            "validated with the create rules of its type (e.g. ORACLE needs "
+            "`metadata.serviceName`, `schema` only for POSTGRESQL, SQL_SERVER and ORACLE)."
+        ),
+        "type": "object",
+        "additionalProperties": False,
+        "minProperties": 1,
+        "properties": properties,
+    }
+
+
+# --- job and validate-schema bodies (§2.6.9, §3.1-§3.5) -----------------------------------
+
+#: §3.2 names: non-blank, no leading or trailing whitespace.
+_NAME = f"^{_NW}(?:{_ANY}*{_NW})?$"
+_WILDCARD_ALONE: Schema = {
+    "anyOf": [
+        {"const": ["*"]},
+        {"items": {"not": {"const": "*"}}},
+    ]
+}
+
+
+def _mapped_fields(*, max_ds: int, max_tables: int, max_fields: int, limit_names: bool) -> Schema:
+    bound: Schema = {"maxLength": 256} if limit_names else {}
+    fields: Schema = {
+        "type": "array",
+        "maxItems": max_fields,
+        "items": _string(_NAME, **bound),
+        **_WILDCARD_ALONE,
+    }
+    tables: Schema = {
+        "type": "object",
+        "maxProperties": max_tables,
+        "propertyNames": {"pattern": _NAME, **bound},
+        "additionalProperties": fields,
+    }
+    if limit_names:  # §3.2: a datasource needs at least one table with fields
+        tables["not"] = {"additionalProperties": {"maxItems": 0}}
+    return {
+        "type": "object",
+        "minProperties": 1,
+        "maxProperties": max_ds,
+        "propertyNames": {"pattern": _NAME},
+        "additionalProperties": tables,
+    }
+
+
+def validate_schema_request_schema() -> Schema:
+    """§2.6.9 body (before resolution: FET-1062 when no datasource resolves)."""
+    return {
+        "title": "ValidateSchemaRequest",
+        "description": (
+            "`{mappedFields: {configName: {table: [field, …]}}}`: at most 10 datasources, 20 "
+            "tables each and 50 fields per table (FET-1061); names non-blank and unpadded; `*` "
+            "only alone. When none of the datasources resolve → 400 FET-1062."
+        ),
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["mappedFields"],
+        "properties": {
+            "mappedFields": _mapped_fields(
+                max_ds=10, max_tables=20, max_fields=50, limit_names=False
+            )
+        },
+    }
+
+
+_SCALAR: Schema = {
+    "type": ["string", "number", "boolean", "null"],
+    "pattern": _NO_NUL,
+    "minimum": -_MAX_INT,
+    "maximum": _MAX_INT,
+}
+_NON_NULL_SCALAR: Schema = {**_SCALAR, "type": ["string", "number", "boolean"]}
+
+
+def _operators() -> Schema:
+    """§3.4 operators and arity."""
+    many = {"type": "array", "minItems": 1, "maxItems": 1000, "items": _SCALAR}
+    one = {"type": "array", "minItems": 1, "maxItems": 1, "items": _NON_NULL_SCALAR}
+    return {
+        "type": "object",
+        "minProperties": 1,
+        "additionalProperties": False,
+        "properties": {
+            "eq": many,
+            "ne": many,
+            "in": many,
+            "nin": many,
+            "gt": one,
+            "gte": one,
+            "lt": one,
+            "lte": one,
+            "between": {"type": "array", "minItems": 2, "maxItems": 2, "items": _NON_NULL_SCALAR},
+            "like": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 1,
+                "items": {"type": "string", "maxLength": 256, "pattern": _NO_NUL},
+            },
+        },
+    }
+
+
+def job_request_schema(max_limits: Limits) -> Schema:
+    """§3.1 body; the §3.6 steps a schema cannot express are in the description."""
+    limit_values = {
+        "maxDatasources": max_limits.max_datasources,
+        "maxTablesPerDatasource": max_limits.max_tables_per_datasource,
+        "maxFieldsPerTable": max_limits.max_fields_per_table,
+        "maxConcurrency": max_limits.max_concurrency,
+        "timeoutSeconds": max_limits.timeout_seconds,
+        "maxResultBytes": max_limits.max_result_bytes,
+    }
+    filters = {
+        "type": "object",
+        "additionalProperties": {
+            "type": "object",
+            "additionalProperties": {"type": "object", "additionalProperties": _operators()},
+        },
+    }
+    data_request = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["mappedFields"],
+        "properties": {
+            "mappedFields": _mapped_fields(
+                max_ds=max_limits.max_datasources,
+                max_tables=max_limits.max_tables_per_datasource,
+                max_fields=max_limits.max_fields_per_table,
+                limit_names=True,
+            ),
+            "filters": _nullable(filters),
+            "limits": _nullable(
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        name: {"type": "integer", "minimum": 1, "maximum": value}
+                        for name, value in limit_values.items()
+                    },
+                }
+            ),
+        },
+    }
+    return {
+        "title": "JobRequest",
+        "description": (
+            "§3.1 body, validated in the order of §3.6. Not expressible here: every datasource "
+            "must resolve to a connection owned by the normalized `metadata.source` (FET-1020, "
+            "FET-1014, FET-1016) and pass a live test (FET-1040, FET-0414); limit overrides "
+            "lower the counts; filter datasources must appear in `mappedFields`; at most 2000 "
+            "filter values per table."
+        ),
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["dataRequest", "metadata"],
+        "properties": {
+            "dataRequest": data_request,
+            "metadata": _metadata(required_source=True),
+        },
+    }
+
+
+def request_components(*, sqlite: bool, max_limits: Limits) -> dict[str, Schema]:
+    """``components.schemas`` entries for the request bodies of this deployment."""
+    types = [t for t in CONNECTION_TYPES if sqlite or t != _SQLITE]
+    return {
+        "ConnectionCreate": connection_create_schema(types),
+        "ConnectionUpdate": connection_update_schema(types),
+        "ValidateSchemaRequest": validate_schema_request_schema(),
+        "JobRequest": job_request_schema(max_limits),
+    }
