@@ -1,7 +1,7 @@
 """End-to-end harness: a real Manager and real Workers (``fetcher run``) against PostgreSQL,
 RabbitMQ and the S3 server, observed the way a consumer sees them.
 
-Per session: a fresh metadata database (``postgres_dsn``), a fresh source database with sample
+Per session: a fresh metadata database (``metadata_dsn``), a fresh source database with sample
 tables, unique work-queue / events-exchange / consumer-queue names, a fresh bucket, one Manager
 and the ``pg_src`` connection. Workers are started per test (``launcher.running_worker()``),
 because several scenarios need jobs created while no Worker runs. Everything is removed at the
@@ -95,8 +95,8 @@ INSERT INTO ledger.entries VALUES
 
 
 @pytest.fixture(scope="session")
-def databases(postgres_dsn: str) -> Iterator[DatabaseFactory]:
-    """Extra databases (the metadata database comes from ``postgres_dsn``)."""
+def databases(metadata_dsn: str) -> Iterator[DatabaseFactory]:
+    """Extra databases (the metadata database comes from ``metadata_dsn``)."""
     factory = DatabaseFactory()
     try:
         yield factory
@@ -111,11 +111,11 @@ def source_db(databases: DatabaseFactory) -> Database:
 
 
 @pytest.fixture(scope="session")
-def metadata_db(postgres_dsn: str) -> Database:
-    """The fresh metadata database of this session (``DATABASE_URL``)."""
+def metadata_db(metadata_dsn: str) -> Database:
+    """The fresh metadata database of this session (``DATABASE_URL``), never a datasource."""
     import psycopg
 
-    return Database(str(psycopg.conninfo.conninfo_to_dict(postgres_dsn)["dbname"]))
+    return Database(str(psycopg.conninfo.conninfo_to_dict(metadata_dsn)["dbname"]))
 
 
 @pytest.fixture(scope="session")
