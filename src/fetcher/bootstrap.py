@@ -95,7 +95,10 @@ class _Messaging:
 
 @asynccontextmanager
 async def build_runtime(
-    settings: Settings, *, registry: ConnectorRegistry | None = None
+    settings: Settings,
+    *,
+    registry: ConnectorRegistry | None = None,
+    lifecycle: Lifecycle | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open every resource the mode needs; close them all, in reverse, on exit."""
     async with AsyncExitStack() as stack:
@@ -161,6 +164,7 @@ async def build_runtime(
             readiness=readiness,
             internal=internal,
             worker=worker,
+            lifecycle=lifecycle or Lifecycle(),
         )
         if worker is not None:
             relay, feed = worker.relay, runtime.feed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import socket
 import sys
@@ -18,14 +19,17 @@ from collections.abc import AsyncIterator
 import uvicorn
 from starlette.types import ASGIApp
 
-from fetcher.bootstrap import Runtime, build_runtime
+from fetcher.bootstrap import Lifecycle, Runtime, build_runtime
 from fetcher.cli.logs import configure_logging
-from fetcher.crypto import Redactor
+from fetcher.cli.startup import FrontApp
+from fetcher.crypto import Redactor, redact
 from fetcher.settings import Mode, Settings, StartupRefused
 from fetcher.worker.health import create_health_app
 from fetcher.worker.main import recover_embedded_jobs, run_worker
 
 __all__ = ["listen_socket", "run_command", "running"]
+
+log = logging.getLogger(__name__)
 
 
 def run_command(env: dict[str, str]) -> int:
@@ -62,53 +66,121 @@ async def _serve_until_signal(settings: Settings) -> int:
         sock = listen_socket("", settings.health_port)  # §9.1: all interfaces
     else:
         sock = listen_socket(settings.server_host, settings.server_port)
-    async with running(settings, sockets=[sock]) as runtime:
-        await stop.wait()
-        runtime.lifecycle.draining.set()
+    try:
+        async with running(settings, sockets=[sock], stop=stop) as runtime:
+            await stop.wait()
+            runtime.lifecycle.draining.set()
+    except _StoppedWhileStarting:
+        return 0
     return 0
+
+
+#: Backoff between startup attempts while a dependency is unreachable (§9.3).
+STARTUP_BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 
 @contextlib.asynccontextmanager
 async def running(
-    settings: Settings, *, sockets: list[socket.socket], drain_delay: float | None = None
+    settings: Settings,
+    *,
+    sockets: list[socket.socket],
+    drain_delay: float | None = None,
+    stop: asyncio.Event | None = None,
 ) -> AsyncIterator[Runtime]:
-    """Start every part the mode runs; on exit drain and stop them (§9.3)."""
-    async with build_runtime(settings) as runtime:
-        if settings.mode is Mode.EMBEDDED and not await runtime.store.acquire_process_lock():
-            raise StartupRefused("another embedded process uses this metadata store")
-        worker_stop = asyncio.Event()
-        tasks: list[asyncio.Task[None]] = []
-        server = None
-        if settings.mode is Mode.EMBEDDED:
-            await recover_embedded_jobs(runtime)
-        if runtime.worker is not None:
-            tasks.append(asyncio.create_task(run_worker(runtime, worker_stop), name="worker"))
-        if sockets:
-            server = _http_server(runtime)
-            tasks.append(asyncio.create_task(server.serve(sockets=sockets), name="http"))
-            while not server.started:  # noqa: ASYNC110 - uvicorn exposes only a flag
-                await asyncio.sleep(0.01)
-        runtime.lifecycle.started.set()
-        try:
-            yield runtime
-        finally:
-            runtime.lifecycle.draining.set()
-            worker_stop.set()
+    """Start every part the mode runs; on exit drain and stop them (§9.3).
+
+    The HTTP port answers from the start (``/health`` 503 "starting"); building the runtime
+    is retried with backoff until every dependency answers or ``stop`` is set.
+    """
+    lifecycle = Lifecycle()
+    front = FrontApp(_check_names(settings), settings.deployment_mode)
+    tasks: list[asyncio.Task[None]] = []
+    server = _http_server(front) if sockets else None
+    if server is not None:
+        tasks.append(asyncio.create_task(server.serve(sockets=sockets), name="http"))
+    worker_stop = asyncio.Event()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            runtime = await _build_with_retry(settings, stack, lifecycle, stop)
+            if settings.mode is Mode.EMBEDDED:
+                if not await runtime.store.acquire_process_lock():
+                    raise StartupRefused("another embedded process uses this metadata store")
+                await recover_embedded_jobs(runtime)
+            if runtime.worker is not None:
+                tasks.append(asyncio.create_task(run_worker(runtime, worker_stop), name="worker"))
+            front.switch(_real_app(runtime))
             if server is not None:
-                delay = settings.readyz_drain_delay if drain_delay is None else drain_delay
-                await asyncio.sleep(delay)
-                server.should_exit = True
-            await asyncio.gather(*tasks, return_exceptions=True)
+                while not server.started:  # noqa: ASYNC110 - uvicorn exposes only a flag
+                    await asyncio.sleep(0.01)
+            lifecycle.started.set()
+            try:
+                yield runtime
+            finally:
+                lifecycle.draining.set()
+                worker_stop.set()
+                if server is not None:
+                    delay = settings.readyz_drain_delay if drain_delay is None else drain_delay
+                    await asyncio.sleep(delay)
+                    server.should_exit = True
+                await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        if server is not None:
+            server.should_exit = True
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _http_server(runtime: Runtime) -> uvicorn.Server:
+async def _build_with_retry(
+    settings: Settings,
+    stack: contextlib.AsyncExitStack,
+    lifecycle: Lifecycle,
+    stop: asyncio.Event | None,
+) -> Runtime:
+    """§9.3: an unreachable dependency is retried with backoff, never a refusal."""
+    attempt = 0
+    while True:
+        try:
+            return await stack.enter_async_context(build_runtime(settings, lifecycle=lifecycle))
+        except StartupRefused:
+            raise
+        except Exception as exc:
+            wait = STARTUP_BACKOFF_SECONDS[min(attempt, len(STARTUP_BACKOFF_SECONDS) - 1)]
+            log.warning(
+                "startup: a dependency is not reachable yet (%s); retrying in %ss",
+                redact(str(exc) or type(exc).__name__),
+                wait,
+            )
+            attempt += 1
+        if stop is None:
+            await asyncio.sleep(wait)
+            continue
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                await stop.wait()
+        if stop.is_set():
+            raise _StoppedWhileStarting
+
+
+class _StoppedWhileStarting(Exception):
+    """A signal arrived before startup finished: exit without serving."""
+
+
+def _check_names(settings: Settings) -> list[str]:
+    """The readiness checks the mode reports (§2.10)."""
+    if settings.mode is Mode.MANAGER:
+        return ["database", "rabbitmq"]
+    return ["database", "rabbitmq", "object_storage"]
+
+
+def _real_app(runtime: Runtime) -> ASGIApp:
     """The Manager API (manager, embedded) or the Worker's health server (worker)."""
     if runtime.settings.mode is Mode.WORKER:
-        app: ASGIApp = create_health_app(runtime)
-    else:  # imported here: the Worker never loads FastAPI and pydantic (bounded memory)
-        from fetcher.manager.app import create_app
+        return create_health_app(runtime)
+    from fetcher.manager.app import create_app  # the Worker never loads FastAPI and pydantic
 
-        app = create_app(runtime)
+    return create_app(runtime)
+
+
+def _http_server(app: ASGIApp) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
         log_config=None,
