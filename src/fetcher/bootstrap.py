@@ -35,7 +35,15 @@ from fetcher.services.runtime_ports import EventPublisher, ObjectStore, WorkPubl
 from fetcher.services.schema_cache import SchemaCache
 from fetcher.settings import Mode, Settings
 
-__all__ = ["Lifecycle", "ReadinessCheck", "Runtime", "WorkerParts", "build_runtime"]
+__all__ = [
+    "Lifecycle",
+    "Messaging",
+    "ReadinessCheck",
+    "Runtime",
+    "WorkerParts",
+    "assemble_runtime",
+    "build_runtime",
+]
 
 #: A readiness probe (§2.10): returns normally when up, raises with a reason when down.
 ReadinessCheck = Callable[[], Awaitable[None]]
@@ -86,11 +94,14 @@ class WorkerParts:
 
 
 @dataclass
-class _Messaging:
+class Messaging:
+    """The messaging ports of one runtime. ``work_source`` and ``events`` are needed only
+    where a Worker side runs; ``check`` is the broker readiness probe (``None``: skipped)."""
+
     work_publisher: WorkPublisher
-    work_source: WorkSource
-    events: EventPublisher
-    check: ReadinessCheck | None
+    work_source: WorkSource | None = None
+    events: EventPublisher | None = None
+    check: ReadinessCheck | None = None
 
 
 @asynccontextmanager
@@ -104,77 +115,105 @@ async def build_runtime(
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(_open_store(settings))
         await store.migrate()
-        metrics = Metrics()
-        internal = dict(settings.internal_datasources)
-        registry = registry or SqlConnectorRegistry(
-            sqlite_allowed_dir=settings.sqlite_allowed_dir,
-            forbidden_paths=[p for p in (settings.sqlite_path,) if p],
-        )
         messaging = await _open_messaging(settings, stack)
-        objects = await _open_objects(settings, stack)
-        cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
-        events = EventContext(source=settings.ce_source, exchange=settings.events_exchange)
-        max_limits = DEFAULT_LIMITS.with_result_ceiling(settings.engine_max_result_bytes)
-        connections = ConnectionService(
-            store=store,
-            cipher=cipher,
-            registry=registry,
-            internal=internal,
-            embedded=settings.mode is Mode.EMBEDDED,
-            sqlite_allowed_dir=settings.sqlite_allowed_dir,
-            metadata_store_path=settings.sqlite_path,
-            ssrf_guard=settings.ssrf_guard,
-            schema_cache=SchemaCache(settings.schema_cache_ttl),
+        objects = (
+            await _open_objects(settings, stack) if settings.mode is not Mode.MANAGER else None
         )
-        jobs = JobService(
+        yield assemble_runtime(
+            settings,
             store=store,
-            connections=connections,
-            publisher=messaging.work_publisher,
-            internal_key=settings.keys.internal_hmac,
-            work_queue=_work_queue(settings),
-            events=events,
-            max_limits=max_limits,
-            metrics=metrics,
-            internal=internal,
+            registry=registry
+            or SqlConnectorRegistry(
+                sqlite_allowed_dir=settings.sqlite_allowed_dir,
+                forbidden_paths=[p for p in (settings.sqlite_path,) if p],
+            ),
+            messaging=messaging,
+            objects=objects,
+            lifecycle=lifecycle,
         )
-        readiness: dict[str, ReadinessCheck | None] = {"database": store.ping}
-        readiness["rabbitmq"] = messaging.check
-        worker = None
-        if settings.mode is not Mode.MANAGER:
-            readiness["object_storage"] = objects.check
-            worker = _worker_parts(
-                settings=settings,
-                store=store,
-                registry=registry,
-                objects=objects,
-                messaging=messaging,
-                cipher=cipher,
-                events=events,
-                metrics=metrics,
-                max_limits=max_limits,
-            )
-            worker.extraction.internal = internal
-        runtime = Runtime(
+
+
+def assemble_runtime(
+    settings: Settings,
+    *,
+    store: MetadataStore,
+    registry: ConnectorRegistry,
+    messaging: Messaging,
+    objects: ObjectStore | None = None,
+    lifecycle: Lifecycle | None = None,
+) -> Runtime:
+    """Wire the services over already-open ports. :func:`build_runtime` calls it with real
+    adapters; tests call it with fakes, so both run the same composition."""
+    metrics = Metrics()
+    internal = dict(settings.internal_datasources)
+    cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
+    events = EventContext(source=settings.ce_source, exchange=settings.events_exchange)
+    max_limits = DEFAULT_LIMITS.with_result_ceiling(settings.engine_max_result_bytes)
+    connections = ConnectionService(
+        store=store,
+        cipher=cipher,
+        registry=registry,
+        internal=internal,
+        embedded=settings.mode is Mode.EMBEDDED,
+        sqlite_allowed_dir=settings.sqlite_allowed_dir,
+        metadata_store_path=settings.sqlite_path,
+        ssrf_guard=settings.ssrf_guard,
+        schema_cache=SchemaCache(settings.schema_cache_ttl),
+    )
+    jobs = JobService(
+        store=store,
+        connections=connections,
+        publisher=messaging.work_publisher,
+        internal_key=settings.keys.internal_hmac,
+        work_queue=_work_queue(settings),
+        events=events,
+        max_limits=max_limits,
+        metrics=metrics,
+        internal=internal,
+    )
+    readiness: dict[str, ReadinessCheck | None] = {
+        "database": store.ping,
+        "rabbitmq": messaging.check,
+    }
+    worker = None
+    source, published = messaging.work_source, messaging.events
+    if objects is not None and source is not None and published is not None:
+        readiness["object_storage"] = objects.check
+        worker = _worker_parts(
             settings=settings,
             store=store,
             registry=registry,
-            connections=connections,
-            jobs=jobs,
+            objects=objects,
+            source=source,
+            publisher=published,
+            republisher=messaging.work_publisher,
+            cipher=cipher,
+            events=events,
             metrics=metrics,
-            readiness=readiness,
-            internal=internal,
-            worker=worker,
-            lifecycle=lifecycle or Lifecycle(),
+            max_limits=max_limits,
         )
-        if worker is not None:
-            relay, feed = worker.relay, runtime.feed
+        worker.extraction.internal = internal
+    runtime = Runtime(
+        settings=settings,
+        store=store,
+        registry=registry,
+        connections=connections,
+        jobs=jobs,
+        metrics=metrics,
+        readiness=readiness,
+        internal=internal,
+        worker=worker,
+        lifecycle=lifecycle or Lifecycle(),
+    )
+    if worker is not None:
+        relay, feed = worker.relay, runtime.feed
 
-            def committed() -> None:
-                relay.kick()
-                feed.notify()
+        def committed() -> None:
+            relay.kick()
+            feed.notify()
 
-            worker.extraction.on_commit = committed
-        yield runtime
+        worker.extraction.on_commit = committed
+    return runtime
 
 
 def _work_queue(settings: Settings) -> str:
@@ -216,12 +255,12 @@ async def _open_objects(settings: Settings, stack: AsyncExitStack) -> ObjectStor
     return await stack.enter_async_context(s3)
 
 
-async def _open_messaging(settings: Settings, stack: AsyncExitStack) -> _Messaging:
+async def _open_messaging(settings: Settings, stack: AsyncExitStack) -> Messaging:
     """Embedded without a broker: the in-process queue and bus. Otherwise RabbitMQ."""
     if settings.rabbitmq is None:
         queue = InProcessWorkQueue(_work_queue(settings))
         bus = InProcessEventBus()
-        return _Messaging(queue, queue, bus, None)
+        return Messaging(queue, queue, bus, None)
     from fetcher.adapters.messaging import rabbitmq
 
     rabbit = settings.rabbitmq
@@ -237,16 +276,17 @@ async def _open_messaging(settings: Settings, stack: AsyncExitStack) -> _Messagi
     )
     await connection.declare_topology(rabbit.work_queue)  # §7.1, idempotent
     publisher: WorkPublisher = rabbitmq.RabbitWorkPublisher(connection, rabbit.work_queue)
+    if settings.mode is Mode.MANAGER:  # the Manager publishes work only (§8.6)
+        return Messaging(publisher, check=connection.check)
+    await connection.declare_events_exchange(settings.events_exchange)
     events = rabbitmq.RabbitEventPublisher(connection, settings.events_exchange)
-    if settings.mode is not Mode.MANAGER:
-        await connection.declare_events_exchange(settings.events_exchange)
     source: WorkSource
-    if settings.mode is Mode.EMBEDDED:
+    if settings.mode is Mode.EMBEDDED:  # embedded keeps its work in process (§1.1)
         queue = InProcessWorkQueue(_work_queue(settings))
         publisher, source = queue, queue
     else:
         source = rabbitmq.RabbitWorkSource(connection, rabbit.work_queue, prefetch=settings.workers)
-    return _Messaging(publisher, source, events, connection.check)
+    return Messaging(publisher, source, events, connection.check)
 
 
 def _worker_parts(
@@ -255,7 +295,9 @@ def _worker_parts(
     store: MetadataStore,
     registry: ConnectorRegistry,
     objects: ObjectStore,
-    messaging: _Messaging,
+    source: WorkSource,
+    publisher: EventPublisher,
+    republisher: WorkPublisher,
     cipher: CredentialCipher,
     events: EventContext,
     metrics: Metrics,
@@ -263,7 +305,7 @@ def _worker_parts(
 ) -> WorkerParts:
     relay = OutboxRelay(
         store=store,
-        publisher=messaging.events,
+        publisher=publisher,
         external_key=settings.keys.external_hmac,
         exchange=settings.events_exchange,
         metrics=metrics,
@@ -292,6 +334,4 @@ def _worker_parts(
         pending_timeout=settings.pending_timeout,
         storage_timeout=settings.storage_timeout,
     )
-    return WorkerParts(
-        extraction, relay, reaper, messaging.work_source, messaging.work_publisher, objects
-    )
+    return WorkerParts(extraction, relay, reaper, source, republisher, objects)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -11,19 +12,13 @@ import httpx
 import pytest
 
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
-from fetcher.bootstrap import Runtime
-from fetcher.engine import DEFAULT_LIMITS, ConnectionDescriptor, ConnectorRegistry
+from fetcher.bootstrap import Messaging, Runtime, assemble_runtime
+from fetcher.engine import ConnectionDescriptor, ConnectorRegistry
 from fetcher.engine.testing import FakeConnector, FakeDatabase, FakeRegistry
 from fetcher.engine.types import Column, TableSchema, TypeFamily
 from fetcher.manager.app import create_app
-from fetcher.services.connections import ConnectionService
-from fetcher.services.credentials import CredentialCipher
-from fetcher.services.events import EventContext
-from fetcher.services.jobs import JobService
-from fetcher.services.metrics import Metrics
 from fetcher.services.ports import MetadataStore
-from fetcher.services.schema_cache import SchemaCache
-from fetcher.settings import Mode, Settings
+from fetcher.settings import Settings
 
 ENC_KEY = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
 PRODUCT = "payments"
@@ -75,41 +70,11 @@ def build_runtime(
     publisher: FakePublisher,
     internal: Mapping[str, ConnectionDescriptor] | None = None,
 ) -> Runtime:
-    """The runtime bootstrap would build, from fakes."""
-    internal = dict(internal or {})
-    metrics = Metrics()
-    cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
-    connections = ConnectionService(
-        store=store,
-        cipher=cipher,
-        registry=registry,
-        internal=internal,
-        embedded=settings.mode is Mode.EMBEDDED,
-        sqlite_allowed_dir=settings.sqlite_allowed_dir,
-        metadata_store_path=settings.sqlite_path,
-        ssrf_guard=settings.ssrf_guard,
-        schema_cache=SchemaCache(settings.schema_cache_ttl),
-    )
-    jobs = JobService(
-        store=store,
-        connections=connections,
-        publisher=publisher,
-        internal_key=settings.keys.internal_hmac,
-        work_queue="fetcher.work",
-        events=EventContext(source=settings.ce_source, exchange=settings.events_exchange),
-        max_limits=DEFAULT_LIMITS,
-        metrics=metrics,
-        internal=internal,
-    )
-    return Runtime(
-        settings=settings,
-        store=store,
-        registry=registry,
-        connections=connections,
-        jobs=jobs,
-        metrics=metrics,
-        readiness={"database": store.ping, "rabbitmq": None},
-        internal=internal,
+    """The runtime bootstrap builds (the same composition), over fakes."""
+    if internal:
+        settings = dataclasses.replace(settings, internal_datasources=dict(internal))
+    return assemble_runtime(
+        settings, store=store, registry=registry, messaging=Messaging(work_publisher=publisher)
     )
 
 
