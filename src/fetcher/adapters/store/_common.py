@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from fetcher.services.records import (
     ACTIVE_STATUSES,
+    ConnectionQuery,
     ConnectionRecord,
     EventType,
     JobRecord,
@@ -277,3 +278,39 @@ def outbox_from_row(row: Mapping[str, Any], ts: TimestampReader) -> OutboxRow:
         created_at=ts(row["created_at"]),
         sent_at=_opt_ts(row["sent_at"], ts),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class SqlDialect:
+    """How one backend spells the pieces of the connection-list filter (§2.6.2)."""
+
+    param: Callable[[str], str]
+    never: str
+    ts: Callable[[datetime], Any]
+    metadata_match: Callable[[str, str], str]
+
+
+def list_where(query: ConnectionQuery, dialect: SqlDialect) -> tuple[str, dict[str, Any]]:
+    """The WHERE clause and parameters of one connection-list query, on either backend."""
+    p = dialect.param
+    clauses = ["deleted_at IS NULL"]
+    params: dict[str, Any] = {}
+    if query.unassigned_only:
+        clauses.append("product_name IS NULL")
+    if query.product is not None:
+        clauses.append(f"product_name = {p('product')}")
+        params["product"] = query.product
+    if query.type is not None:
+        # Stored types are ASCII; a non-ASCII filter matches nothing on every backend.
+        clauses.append(f"lower(type) = {p('type')}" if query.type.isascii() else dialect.never)
+        params["type"] = query.type.lower()
+    if query.created_from is not None:
+        clauses.append(f"created_at >= {p('created_from')}")
+        params["created_from"] = dialect.ts(query.created_from)
+    if query.created_before is not None:
+        clauses.append(f"created_at < {p('created_before')}")
+        params["created_before"] = dialect.ts(query.created_before)
+    for i, (key, value) in enumerate(query.metadata):
+        clauses.append(dialect.metadata_match(p(f"mk{i}"), p(f"mv{i}")))
+        params[f"mk{i}"], params[f"mv{i}"] = key, value
+    return " AND ".join(clauses), params

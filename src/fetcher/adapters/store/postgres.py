@@ -84,32 +84,16 @@ def map_postgres_errors() -> Iterator[None]:
         raise StoreError(f"metadata store failed: {type(exc).__name__}") from exc
 
 
-def _list_where(query: ConnectionQuery) -> tuple[str, dict[str, Any]]:
-    clauses = ["deleted_at IS NULL"]
-    params: dict[str, Any] = {}
-    if query.unassigned_only:
-        clauses.append("product_name IS NULL")
-    if query.product is not None:
-        clauses.append("product_name = %(product)s")
-        params["product"] = query.product
-    if query.type is not None:
-        # Stored types are ASCII; a non-ASCII filter matches nothing on every backend.
-        clauses.append("lower(type) = %(type)s" if query.type.isascii() else "false")
-        params["type"] = query.type.lower()
-    if query.created_from is not None:
-        clauses.append("created_at >= %(created_from)s")
-        params["created_from"] = c.utc_ms(query.created_from)
-    if query.created_before is not None:
-        clauses.append("created_at < %(created_before)s")
-        params["created_before"] = c.utc_ms(query.created_before)
-    for i, (key, value) in enumerate(query.metadata):
-        # json (not jsonb) keeps a number's stored text, so ->> yields its JSON text.
-        clauses.append(
-            f"json_typeof(metadata_json::json -> %(mk{i})s) IN ('string', 'number', 'boolean')"
-            f" AND (metadata_json::json ->> %(mk{i})s) = %(mv{i})s"
-        )
-        params[f"mk{i}"], params[f"mv{i}"] = key, value
-    return " AND ".join(clauses), params
+#: json (not jsonb) keeps a number's stored text, so ->> yields its JSON text (§2.6.2).
+_DIALECT = c.SqlDialect(
+    param=lambda name: f"%({name})s",
+    never="false",
+    ts=c.utc_ms,
+    metadata_match=lambda key, value: (
+        f"json_typeof(metadata_json::json -> {key}) IN ('string', 'number', 'boolean')"
+        f" AND (metadata_json::json ->> {key}) = {value}"
+    ),
+)
 
 
 async def _insert_event(conn: Conn, event: OutboxEvent) -> None:
@@ -295,7 +279,7 @@ class PostgresMetadataStore:
         return await self._one_connection("config_name", config_name)
 
     async def list_connections(self, query: ConnectionQuery) -> tuple[list[ConnectionRecord], int]:
-        where, params = _list_where(query)
+        where, params = c.list_where(query, _DIALECT)
         direction = "ASC" if query.sort == "asc" else "DESC"
         async with self._conn() as conn, conn.transaction():
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")

@@ -106,34 +106,18 @@ def _migrate(conn: sqlite3.Connection) -> None:
             )
 
 
-def _list_where(query: ConnectionQuery) -> tuple[str, dict[str, Any]]:
-    clauses = ["deleted_at IS NULL"]
-    params: dict[str, Any] = {}
-    if query.unassigned_only:
-        clauses.append("product_name IS NULL")
-    if query.product is not None:
-        clauses.append("product_name = :product")
-        params["product"] = query.product
-    if query.type is not None:
-        # Stored types are ASCII; a non-ASCII filter matches nothing on every backend.
-        clauses.append("lower(type) = :type" if query.type.isascii() else "0 = 1")
-        params["type"] = query.type.lower()
-    if query.created_from is not None:
-        clauses.append("created_at >= :created_from")
-        params["created_from"] = c.ts_text(query.created_from)
-    if query.created_before is not None:
-        clauses.append("created_at < :created_before")
-        params["created_before"] = c.ts_text(query.created_before)
-    for i, (key, value) in enumerate(query.metadata):
-        clauses.append(f"fetcher_metadata_matches(metadata_json, :mk{i}, :mv{i})")
-        params[f"mk{i}"], params[f"mv{i}"] = key, value
-    return " AND ".join(clauses), params
+_DIALECT = c.SqlDialect(
+    param=lambda name: f":{name}",
+    never="0 = 1",
+    ts=c.ts_text,
+    metadata_match=lambda key, value: f"fetcher_metadata_matches(metadata_json, {key}, {value})",
+)
 
 
 def _list_connections(
     conn: sqlite3.Connection, query: ConnectionQuery
 ) -> tuple[list[ConnectionRecord], int]:
-    where, params = _list_where(query)
+    where, params = c.list_where(query, _DIALECT)
     direction = "ASC" if query.sort == "asc" else "DESC"
     with _transaction(conn, "DEFERRED"):
         total = conn.execute(f"SELECT count(*) AS n FROM connections WHERE {where}", params)
