@@ -50,6 +50,16 @@ def _http(
         return json.loads(response.read())  # type: ignore[no-any-return]
 
 
+def _result_size(feed: dict[str, object], job_id: object) -> int:
+    """``result.size_bytes`` of the job's ``job.completed`` item in an event-feed page."""
+    items = feed["items"]
+    assert isinstance(items, list)
+    for item in items:
+        if item["data"]["job_id"] == job_id:
+            return int(item["data"]["result"]["size_bytes"])
+    raise RuntimeError("no job.completed event for the job")
+
+
 def _vm_hwm_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -147,12 +157,7 @@ def main() -> None:
             time.sleep(0.5)
         elapsed = time.monotonic() - began
         peak_kib = _vm_hwm_kib(worker.pid)
-        events = _http("GET", f"{base}/v1/events?type=completed")
-        size = next(
-            i["data"]["result"]["size_bytes"]
-            for i in events["items"]
-            if i["data"]["job_id"] == job["jobId"]
-        )  # type: ignore[index, union-attr]
+        size = _result_size(_http("GET", f"{base}/v1/events?type=completed"), job["jobId"])
         print(
             f"worker memory: status {state['status']}, "
             f"result {size / 2**20:.1f} MiB in {elapsed:.1f}s; "

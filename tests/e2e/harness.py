@@ -32,7 +32,9 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 import httpx
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from tests.services import POSTGRES_ADMIN_DSN
 
@@ -46,6 +48,8 @@ DLQ = "fetcher.dlq"
 PENDING_TIMEOUT_SECONDS = 300
 FETCHER_BIN = str(Path(sys.executable).with_name("fetcher"))
 DEFAULT_TIMEOUT = 30.0
+#: §6.2: the HKDF ``info`` of the key that signs work messages (§7.3).
+INTERNAL_HMAC_LABEL = b"fetcher-internal-hmac-v1"
 
 
 class HarnessError(AssertionError):
@@ -136,6 +140,16 @@ class FetcherProcess:
 
         await eventually(logged, f"{self.name} to log {needle!r}", within=within)
 
+    async def get_json(self, client: httpx.AsyncClient, path: str) -> tuple[int, Any]:
+        """``GET path`` on the process's port: the status code and the parsed JSON body."""
+        response = await client.get(f"{self.base_url}{path}", timeout=5.0)
+        return response.status_code, response.json()
+
+    def sigterm(self) -> None:
+        """Send SIGTERM (the §9.3 drain) and return at once; see :meth:`wait_exit`."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
     async def wait_exit(self, within: float) -> int | None:
         """The exit code, or ``None`` if the process is still running after ``within``."""
         try:
@@ -145,8 +159,7 @@ class FetcherProcess:
 
     async def terminate(self, within: float = 30.0) -> int:
         """SIGTERM (the §9.3 drain) and wait; SIGKILL and fail if it does not exit in time."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+        self.sigterm()
         code = await self.wait_exit(within)
         if code is None:
             await self.kill()
@@ -189,21 +202,46 @@ class ProcessLauncher:
         self.started.append(started)
         return started
 
-    async def manager(self, **overrides: str) -> FetcherProcess:
-        """A healthy Manager; ``overrides`` replace variables of the base environment."""
+    def start_manager(self, **overrides: str) -> FetcherProcess:
+        """A Manager process, not waited for (it may still be starting)."""
         port = free_port()
         env = {**self.base_env, "FETCHER_MODE": "manager", "SERVER_ADDRESS": f"127.0.0.1:{port}"}
-        started = self._spawn("manager", {**env, **overrides}, f"http://127.0.0.1:{port}")
+        return self._spawn("manager", {**env, **overrides}, f"http://127.0.0.1:{port}")
+
+    def start_worker(self, **overrides: str) -> FetcherProcess:
+        """A Worker process, not waited for (it may still be starting)."""
+        port = free_port()
+        env = {**self.base_env, "FETCHER_MODE": "worker", "HEALTH_PORT": str(port)}
+        return self._spawn("worker", {**env, **overrides}, f"http://127.0.0.1:{port}")
+
+    async def manager(self, **overrides: str) -> FetcherProcess:
+        """A healthy Manager; ``overrides`` replace variables of the base environment."""
+        started = self.start_manager(**overrides)
         await started.wait_healthy(self.http)
         return started
 
     async def worker(self, **overrides: str) -> FetcherProcess:
         """A healthy Worker; ``overrides`` replace variables of the base environment."""
-        port = free_port()
-        env = {**self.base_env, "FETCHER_MODE": "worker", "HEALTH_PORT": str(port)}
-        started = self._spawn("worker", {**env, **overrides}, f"http://127.0.0.1:{port}")
+        started = self.start_worker(**overrides)
         await started.wait_healthy(self.http)
         return started
+
+    async def run_to_exit(
+        self, *, unset: Sequence[str] = (), within: float = 30.0, **overrides: str
+    ) -> subprocess.CompletedProcess[str]:
+        """``fetcher run`` to its end (a refusal): the base environment without ``unset``,
+        with ``overrides``; stdout and stderr captured as text."""
+        env = {k: v for k, v in {**self.base_env, **overrides}.items() if k not in unset}
+        return await asyncio.to_thread(
+            subprocess.run,
+            [FETCHER_BIN, "run"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=within,
+            check=False,
+        )
 
     @contextlib.asynccontextmanager
     async def running_worker(self, **overrides: str) -> AsyncIterator[FetcherProcess]:
@@ -409,11 +447,15 @@ class RawMessage:
 
     body: bytes
     headers: Mapping[str, Any]
+    #: The AMQP properties as received (``None`` for a message built by a test).
+    content_type: str | None = field(default=None, compare=False)
+    delivery_mode: int | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, message: Any) -> RawMessage:
         headers = {str(k): _text(v) for k, v in (message.headers or {}).items()}
-        return cls(bytes(message.body), headers)
+        mode = int(message.delivery_mode) if message.delivery_mode else None
+        return cls(bytes(message.body), headers, message.content_type, mode)
 
     @property
     def job_id(self) -> str:
@@ -440,6 +482,16 @@ async def take_work_messages(
         return taken if len(taken) >= count else None
 
     return await eventually(take, f"{count} work messages on {work_queue}", within=within)
+
+
+async def take_all_messages(channel: Any, queue_name: str) -> list[RawMessage]:
+    """Remove every message ready on ``queue_name`` now (``basic.get`` until it is empty)."""
+    queue = await channel.declare_queue(queue_name, passive=True)
+    taken: list[RawMessage] = []
+    while (message := await queue.get(fail=False)) is not None:
+        taken.append(RawMessage.of(message))
+        await message.ack()
+    return taken
 
 
 async def publish_work(channel: Any, work_queue: str, message: RawMessage) -> None:
@@ -493,6 +545,13 @@ def signing_input(
 
 def hmac_hex(key: bytes, data: bytes) -> str:
     return hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
+def derive_internal_key(master_key: str = MASTER_KEY) -> bytes:
+    """The §6.2 internal HMAC key, recomputed: HKDF-SHA256 over the decoded master key, no
+    salt, ``info`` = ``fetcher-internal-hmac-v1``, 32 bytes (``derive-key`` does not print it)."""
+    hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=INTERNAL_HMAC_LABEL)
+    return hkdf.derive(base64.b64decode(master_key, validate=True))
 
 
 def decrypt_result_object(storage_key: bytes, stored: bytes) -> bytes:
@@ -623,13 +682,22 @@ class DatabaseFactory:
     def __init__(self) -> None:
         self.created: list[Database] = []
 
+    def reserve(self, prefix: str) -> Database:
+        """A fresh name that no database has yet; :meth:`materialize` creates it later, and
+        :meth:`drop_all` drops it if it exists by then."""
+        database = Database(f"{prefix}_{secrets.token_hex(4)}")
+        self.created.append(database)
+        return database
+
     def create(self, prefix: str, schema_sql: str = "") -> Database:
+        return self.materialize(self.reserve(prefix), schema_sql)
+
+    def materialize(self, database: Database, schema_sql: str = "") -> Database:
+        """Create a database named by :meth:`reserve` (and run ``schema_sql`` in it)."""
         import psycopg
 
-        database = Database(f"{prefix}_{secrets.token_hex(4)}")
         with psycopg.connect(POSTGRES_ADMIN_DSN, autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{database.name}"'.encode())
-        self.created.append(database)
         if schema_sql:
             with psycopg.connect(database.conninfo, autocommit=True) as conn:
                 conn.execute(schema_sql.encode())
@@ -646,6 +714,17 @@ class DatabaseFactory:
     def drop_all(self) -> None:
         for database in list(self.created):
             self.drop(database)
+
+
+def slow_view_sql(view: str, rows: int, seconds_per_row: float) -> str:
+    """DDL for ``view`` (schema-qualified), whose every row sleeps ``seconds_per_row``:
+    planning is instant, fetching all ``rows`` takes ``rows * seconds_per_row`` seconds."""
+    function = f"{view}_nap"
+    return f"""
+CREATE FUNCTION {function}(i integer) RETURNS integer LANGUAGE sql VOLATILE
+    AS $$ SELECT i FROM (SELECT pg_sleep({seconds_per_row})) AS nap $$;
+CREATE VIEW {view} AS SELECT {function}(g) AS id FROM generate_series(1, {rows}) AS g;
+"""
 
 
 def age_job(database: Database, job_id: str, column: str, seconds: float) -> None:
@@ -866,3 +945,29 @@ async def assert_failed_once(stack: Stack, job_id: str, error: str | re.Pattern[
     assert [(i["routingKey"], i["data"]) for i in feed] == [("job.failed", event.payload)]
     assert stack.results.keys_for(job_id) == []
     return text
+
+
+@dataclass(frozen=True)
+class OwnQueueManager:
+    """An extra Manager publishing to a work queue of its own, which no Worker consumes."""
+
+    api: ManagerApi
+    process: FetcherProcess
+    work_queue: str
+
+
+@contextlib.asynccontextmanager
+async def manager_with_own_queue(stack: Stack, **overrides: str) -> AsyncIterator[OwnQueueManager]:
+    """A healthy Manager (same metadata database, so ``pg_src`` exists) whose work queue is
+    unique to the block; at the end the Manager is stopped and the queue deleted."""
+    queue = f"{stack.names.work_queue}.{unique('own')}"
+    manager = await stack.launcher.manager(RABBITMQ_FETCHER_WORK_QUEUE=queue, **overrides)
+    try:
+        yield OwnQueueManager(ManagerApi(stack.launcher.http, manager.base_url), manager, queue)
+    except BaseException as exc:
+        exc.add_note(manager.log_tail())
+        raise
+    finally:
+        await manager.terminate()
+        async with stack.broker.channel() as channel:
+            await channel.queue_delete(queue)

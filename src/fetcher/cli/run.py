@@ -14,7 +14,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -180,6 +180,15 @@ def _real_app(runtime: Runtime) -> ASGIApp:
     return create_app(runtime)
 
 
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves SIGTERM/SIGINT to ``fetcher run`` (§9.3): uvicorn's own
+    handlers would stop serving at once, before the drain delay."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 def _http_server(app: ASGIApp) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
@@ -188,4 +197,4 @@ def _http_server(app: ASGIApp) -> uvicorn.Server:
         access_log=False,
         server_header=False,
     )
-    return uvicorn.Server(config)
+    return _Server(config)

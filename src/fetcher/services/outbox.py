@@ -42,6 +42,9 @@ class OutboxRelay:
     clock: SystemClock = field(default_factory=SystemClock)
     repair_interval: float = REPAIR_INTERVAL_SECONDS
     _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+    #: Held for one relay or repair pass; :meth:`drain_all` waits for a pass in flight, so the
+    #: shutdown flush cannot find its rows claimed by a pass that is cancelled right after.
+    _pass: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     def kick(self) -> None:
         """Ask the running relay to publish fresh rows now (called after a commit)."""
@@ -59,19 +62,22 @@ class OutboxRelay:
             except TimeoutError:
                 pass
             self._wake.clear()
-            try:
-                if loop.time() >= next_repair:
-                    await self.repair()
-                    next_repair = loop.time() + self.repair_interval
-                else:
-                    await self.drain(min_age=timedelta(0))
-            except Exception as exc:  # the next tick retries; the rows stay in the outbox
-                log.warning("outbox relay pass failed: %s", redact(str(exc)))
+            async with self._pass:
+                try:
+                    if loop.time() >= next_repair:
+                        await self.repair()
+                        next_repair = loop.time() + self.repair_interval
+                    else:
+                        await self.drain(min_age=timedelta(0))
+                except Exception as exc:  # the next tick retries; the rows stay in the outbox
+                    log.warning("outbox relay pass failed: %s", redact(str(exc)))
 
     async def drain_all(self) -> int:
-        """Publish every unsent row now (shutdown flush, embedded hand-off)."""
-        await self.store.assign_feed_seq()
-        return await self.drain(min_age=timedelta(0))
+        """Publish every unsent row now (shutdown flush, embedded hand-off), after the relay
+        pass in flight, if any, has finished."""
+        async with self._pass:
+            await self.store.assign_feed_seq()
+            return await self.drain(min_age=timedelta(0))
 
     async def repair(self) -> int:
         """One repairer tick: number the feed, then drain rows older than 10 s."""

@@ -154,7 +154,7 @@ def test_fast_paths_take_plain_batches() -> None:
     assert _dicts_text(rows) is not None
     assert _columns_of(rows) is not None
     assert _written([rows]) == _reference([rows])
-    reordered = [rows[0], dict(reversed(rows[1].items()))]
+    reordered = [rows[0], dict(reversed(list(rows[1].items())))]
     assert _columns_of(reordered) is None
     assert _written([reordered]) == _reference([reordered])
 

@@ -120,6 +120,7 @@ async def test_a_dns_failure_fails_the_job_without_dialing(
     assert status == "failed"
     assert error is not None
     assert error.startswith("failed to connect to datasource 'pg': name resolution failed")
+    assert world.connection.host is not None
     assert world.connection.host not in error  # §8.7: the host is redacted from the detail
     assert registry.opened == []
 
