@@ -9,6 +9,7 @@ same run. Run: ``.venv/bin/python bench/worker_memory.py``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import aio_pika
 import psycopg
 
 ADMIN = os.environ.get(
@@ -172,6 +174,20 @@ def main() -> None:
         with psycopg.connect(ADMIN, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{meta_db}" WITH (FORCE)')
             admin.execute(f'DROP DATABASE IF EXISTS "{source_db}" WITH (FORCE)')
+        asyncio.run(
+            _delete_broker_objects(
+                env["RABBITMQ_FETCHER_WORK_QUEUE"], env["RABBITMQ_JOB_EVENTS_EXCHANGE"]
+            )
+        )
+
+
+async def _delete_broker_objects(queue: str, exchange: str) -> None:
+    """Leave the shared broker as it was: this run's work queue and events exchange go."""
+    connection = await aio_pika.connect("amqp://guest:guest@127.0.0.1:5672/")
+    async with connection:
+        channel = await connection.channel()
+        await channel.queue_delete(queue)
+        await channel.exchange_delete(exchange)
 
 
 if __name__ == "__main__":
