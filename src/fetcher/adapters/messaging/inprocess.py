@@ -14,8 +14,9 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
+from fetcher.adapters.messaging._queues import get_or_stop
 from fetcher.services.runtime_ports import Delivery
 
 __all__ = [
@@ -30,27 +31,6 @@ __all__ = [
 
 #: §9.1 ``RABBITMQ_FETCHER_WORK_QUEUE`` default.
 DEFAULT_WORK_QUEUE = "fetcher.extract-external-data.queue"
-
-_T = TypeVar("_T")
-
-
-async def _get_or_stop(queue: asyncio.Queue[_T], stopped: asyncio.Event) -> _T | None:
-    """The next item, or ``None`` once ``stopped`` is set; an item taken from the queue is put
-    back when it cannot be handed over (stopped meanwhile, or the caller was cancelled)."""
-    if stopped.is_set():
-        return None
-    getter = asyncio.ensure_future(queue.get())
-    stopper = asyncio.ensure_future(stopped.wait())
-    handed_over = False
-    try:
-        await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        handed_over = getter.done() and not stopped.is_set()
-        return getter.result() if handed_over else None
-    finally:
-        stopper.cancel()
-        getter.cancel()
-        if not handed_over and getter.done() and not getter.cancelled():
-            queue.put_nowait(getter.result())
 
 
 class DeliveryState:
@@ -111,7 +91,7 @@ class InProcessWorkQueue:
     async def deliveries(self) -> AsyncIterator[Delivery]:
         """Yield deliveries until :meth:`stop` is called; undelivered messages stay queued."""
         while True:
-            item = await _get_or_stop(self._queue, self._stopped)
+            item = await get_or_stop(self._queue, self._stopped)
             if item is None:
                 return
             yield item
@@ -145,7 +125,7 @@ class EventSubscription:
         """The next event (waits); raises ``StopAsyncIteration`` once closed and drained."""
         if not self._queue.empty():
             return self._queue.get_nowait()
-        event = await _get_or_stop(self._queue, self._closed)
+        event = await get_or_stop(self._queue, self._closed)
         if event is None:
             raise StopAsyncIteration
         return event

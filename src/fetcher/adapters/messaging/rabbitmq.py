@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+from fetcher.adapters.messaging._queues import get_or_stop
 from fetcher.engine.errors import EngineError, ErrorCategory
 from fetcher.services.runtime_ports import Delivery
 
@@ -468,24 +469,6 @@ class RabbitDelivery:
             await self._message.reject(requeue=False)
 
 
-async def _next_or_stop(buffer: asyncio.Queue[Any], stopped: asyncio.Event) -> Any:
-    """The next buffered message, or ``None`` once ``stopped`` is set."""
-    if stopped.is_set():
-        return None
-    getter = asyncio.ensure_future(buffer.get())
-    stopper = asyncio.ensure_future(stopped.wait())
-    handed_over = False
-    try:
-        await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        handed_over = getter.done() and not stopped.is_set()
-        return getter.result() if handed_over else None
-    finally:
-        stopper.cancel()
-        getter.cancel()
-        if not handed_over and getter.done() and not getter.cancelled():
-            buffer.put_nowait(getter.result())
-
-
 class RabbitWorkSource:
     """``WorkSource`` (§7.4): manual ack, QoS prefetch = ``RABBITMQ_NUMBERS_OF_WORKERS``.
 
@@ -529,7 +512,7 @@ class RabbitWorkSource:
             return
         await self._start()
         while True:
-            message = await _next_or_stop(self._buffer, self._stopped)
+            message = await get_or_stop(self._buffer, self._stopped)
             if message is None:
                 return
             yield RabbitDelivery(message, self._connection)
