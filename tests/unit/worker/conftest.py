@@ -9,26 +9,25 @@ from pathlib import Path
 
 import pytest
 
+from fetcher.adapters.messaging.inprocess import InProcessWorkQueue
 from fetcher.adapters.objectstore.local import LocalObjectStore
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
-from fetcher.crypto import KeySet, parse_master_key
-from fetcher.engine import DEFAULT_LIMITS, Engine
+from fetcher.bootstrap import Messaging, assemble_runtime
+from fetcher.crypto import KeySet
 from fetcher.engine.testing import FakeDatabase, FakeRegistry
 from fetcher.engine.types import Column, TableSchema, TypeFamily
-from fetcher.services.connections import ConnectionService
-from fetcher.services.credentials import CredentialCipher
-from fetcher.services.events import EventContext
 from fetcher.services.extraction import ExtractionService
 from fetcher.services.jobs import JobService
-from fetcher.services.metrics import Metrics
 from fetcher.services.outbox import OutboxRelay
 from fetcher.services.reaper import StaleJobReaper
 from fetcher.services.records import ConnectionRecord
 from fetcher.services.timeutil import SystemClock, new_id
+from fetcher.settings import Settings
 from fetcher.worker.handlers import WorkHandler
+from fetcher.worker.main import work_handler
 
 MASTER = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
-QUEUE = "fetcher.test.work"
+QUEUE = "fetcher.embedded.work"  # the work queue name of an embedded runtime
 EXCHANGE = "fetcher.job.events"
 ACCOUNTS = TableSchema(
     "public",
@@ -112,8 +111,6 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
     store = SqliteMetadataStore(str(tmp_path / "meta.db"))
     await store.open()
     await store.migrate()
-    keys = KeySet.from_master(parse_master_key(MASTER))
-    cipher = CredentialCipher("1", keys)
     database = FakeDatabase()
     database.add(
         ACCOUNTS,
@@ -122,55 +119,29 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             {"id": 2, "email": "b@example.com", "balance": "0.00"},
         ],
     )
-    registry = FakeRegistry({"pg": database})
-    metrics = Metrics()
-    events = EventContext(source="//lerian.fetcher/test", exchange=EXCHANGE)
     publisher = RecordingPublisher()
     objects = LocalObjectStore(str(tmp_path / "objects"))
-    connections = ConnectionService(store=store, cipher=cipher, registry=registry)
-    jobs = JobService(
-        store=store,
-        connections=connections,
-        publisher=publisher,
-        internal_key=keys.internal_hmac,
-        work_queue=QUEUE,
-        events=events,
-        max_limits=DEFAULT_LIMITS,
-        metrics=metrics,
+    settings = Settings.from_env(
+        {
+            "FETCHER_MODE": "embedded",
+            "APP_ENC_KEY": MASTER,
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'meta.db'}",
+            "STREAMING_CLOUDEVENTS_SOURCE": "//lerian.fetcher/test",
+        }
     )
-    relay = OutboxRelay(
+    runtime = assemble_runtime(  # the composition bootstrap uses, over fakes
+        settings,
         store=store,
-        publisher=publisher,
-        external_key=keys.external_hmac,
-        exchange=EXCHANGE,
-        metrics=metrics,
-    )
-    extraction = ExtractionService(
-        store=store,
+        registry=FakeRegistry({"pg": database}),
+        messaging=Messaging(publisher, InProcessWorkQueue(QUEUE), publisher),
         objects=objects,
-        engine=Engine(registry),
-        keys=keys,
-        cipher=cipher,
-        events=events,
-        metrics=metrics,
-        on_commit=relay.kick,
     )
-    handler = WorkHandler(
-        store=store,
-        extraction=extraction,
-        republisher=publisher,
-        internal_key=keys.internal_hmac,
-        events=events,
-        metrics=metrics,
-        retry_base_seconds=0.0,
-    )
-    reaper = StaleJobReaper(
-        store=store,
-        events=events,
-        max_limits=DEFAULT_LIMITS,
-        pending_timeout=3600,
-        storage_timeout=120,
-    )
+    assert runtime.worker is not None
+    keys, cipher = settings.keys, runtime.connections.cipher
+    jobs, extraction = runtime.jobs, runtime.worker.extraction
+    relay, reaper = runtime.worker.relay, runtime.worker.reaper
+    handler = work_handler(runtime)
+    handler.retry_base_seconds = 0.0
     now = SystemClock().now()
     connection_id = new_id()
     connection = ConnectionRecord(

@@ -12,7 +12,7 @@ from fetcher.crypto import decrypt_object, hmac_hex, sign_message, verify_messag
 from fetcher.services.errors import ApiError
 from fetcher.services.reaper import NOT_PROCESSED
 from fetcher.services.timeutil import SystemClock
-from tests.unit.worker.conftest import EXCHANGE, FakeDelivery, World
+from tests.unit.worker.conftest import EXCHANGE, QUEUE, FakeDelivery, World
 
 MAPPED = {"pg": {"public.accounts": ["id", "balance"]}}
 
@@ -150,7 +150,7 @@ def _resigned(world: World, body: bytes, headers: dict[str, object], t: int) -> 
         t=t,
         body=body,
         exchange="",
-        routing_key="fetcher.test.work",
+        routing_key=QUEUE,
         job_id=job_id if isinstance(job_id, str) else "",
     )
     return FakeDelivery(body, {**headers, "t": str(t), "x-message-signature": signature})
@@ -245,7 +245,7 @@ async def test_a_decimal_t_with_leading_zeros_is_verified_as_sent(world: World) 
         t=t,
         body=original.body,
         exchange="",
-        routing_key="fetcher.test.work",
+        routing_key=QUEUE,
         job_id=job_id,
     )
     delivery = FakeDelivery(
