@@ -7,6 +7,10 @@ set by ``.ci/run``) it fails them, so a broken set-up can never pass as green.
 from __future__ import annotations
 
 import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -27,3 +31,57 @@ def service_missing(name: str, reason: object) -> None:
     if services_required():
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
+
+
+#: The S3 server ``scripts/s3-server.sh`` starts (``make test`` runs it around pytest).
+S3_ENDPOINT = os.environ.get("FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333")
+S3_ACCESS_KEY = os.environ.get("FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access")
+S3_SECRET_KEY = os.environ.get("FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789")
+
+
+@contextmanager
+def s3_test_client() -> Iterator[Any]:
+    """A synchronous boto3 client for set-up and inspection; fails (CI) or skips when the S3
+    server does not answer."""
+    import boto3  # type: ignore[import-untyped]
+    from botocore.config import Config  # type: ignore[import-untyped]
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=S3_ENDPOINT,
+        region_name="us-east-1",
+        aws_access_key_id=S3_ACCESS_KEY,
+        aws_secret_access_key=S3_SECRET_KEY,
+        config=Config(
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 1},
+            connect_timeout=3,
+            read_timeout=30,
+        ),
+    )
+    try:
+        try:
+            client.list_buckets()
+        except Exception as exc:
+            service_missing("S3 (scripts/s3-server.sh start)", exc)
+            raise
+        yield client
+    finally:
+        client.close()
+
+
+@contextmanager
+def fresh_bucket(client: Any, prefix: str) -> Iterator[str]:
+    """A brand-new bucket; pending multipart uploads aborted, emptied and deleted at the end."""
+    name = f"{prefix}-{secrets.token_hex(4)}"
+    client.create_bucket(Bucket=name)
+    try:
+        yield name
+    finally:
+        for upload in client.list_multipart_uploads(Bucket=name).get("Uploads", []):
+            client.abort_multipart_upload(
+                Bucket=name, Key=upload["Key"], UploadId=upload["UploadId"]
+            )
+        for item in client.list_objects_v2(Bucket=name).get("Contents", []):
+            client.delete_object(Bucket=name, Key=item["Key"])
+        client.delete_bucket(Bucket=name)

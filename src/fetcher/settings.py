@@ -98,9 +98,7 @@ class Settings:
     @property
     def sqlite_path(self) -> str | None:
         """The metadata store file for a ``sqlite://`` URL (absolute), else ``None``."""
-        if not self.database_url.startswith("sqlite:"):
-            return None
-        return str(Path(self.database_url.removeprefix("sqlite:///")).resolve())
+        return sqlite_store_path(self.database_url)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -190,12 +188,11 @@ class _Reader:
         self, mode: Mode, database_url: str
     ) -> dict[str, ConnectionDescriptor]:
         """§9.4 ``DATASOURCE_<NAME>_*``; an invalid definition refuses startup."""
-        store_path = None
-        if database_url.startswith("sqlite:"):
-            store_path = str(Path(database_url.removeprefix("sqlite:///")).resolve())
         try:
             return parse_internal_datasources(
-                self.env, embedded=mode is Mode.EMBEDDED, metadata_store_path=store_path
+                self.env,
+                embedded=mode is Mode.EMBEDDED,
+                metadata_store_path=sqlite_store_path(database_url),
             )
         except ValueError as exc:
             raise StartupRefused(str(exc)) from None
@@ -298,6 +295,13 @@ class _Reader:
         if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise StartupRefused("invalid value for SERVER_ADDRESS")
         return host.strip("[]"), int(port)
+
+
+def sqlite_store_path(database_url: str) -> str | None:
+    """The absolute file of a ``sqlite:///relative.db`` or ``sqlite:////abs.db`` URL."""
+    if not database_url.startswith("sqlite:"):
+        return None
+    return str(Path(database_url.removeprefix("sqlite:///")).resolve())
 
 
 def _url_password(url: str) -> str | None:

@@ -42,13 +42,18 @@ from tests.e2e.harness import (
     derive_cli_key,
     take_dead_letters,
 )
-from tests.services import RABBITMQ_URL, service_missing
+from tests.services import (
+    RABBITMQ_URL,
+    S3_ACCESS_KEY,
+    S3_ENDPOINT,
+    S3_SECRET_KEY,
+    fresh_bucket,
+    s3_test_client,
+    service_missing,
+)
 
 E2E = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-S3_ENDPOINT = os.environ.get("FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333")
-S3_ACCESS_KEY = os.environ.get("FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access")
-S3_SECRET_KEY = os.environ.get("FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789")
 
 SOURCE_CONFIG = "pg_src"
 #: A distinctive password: trust auth accepts anything, and the logs must never show it.
@@ -162,42 +167,15 @@ async def broker(names: Names) -> AsyncIterator[Broker]:
 @pytest.fixture(scope="session")
 def s3() -> Iterator[Any]:
     """A synchronous boto3 client for inspection (GetObject, ListMultipartUploads)."""
-    import boto3  # type: ignore[import-untyped]
-    from botocore.config import Config  # type: ignore[import-untyped]
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=S3_ENDPOINT,
-        region_name="us-east-1",
-        aws_access_key_id=S3_ACCESS_KEY,
-        aws_secret_access_key=S3_SECRET_KEY,
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
-    )
-    try:
-        client.list_buckets()
-    except Exception as exc:
-        client.close()
-        service_missing("S3 (scripts/s3-server.sh start)", exc)
-        raise
-    try:
+    with s3_test_client() as client:
         yield client
-    finally:
-        client.close()
 
 
 @pytest.fixture(scope="session")
 def results(s3: Any) -> Iterator[ResultStore]:
     """A brand-new bucket for the session's result objects; emptied and deleted at the end."""
-    name = f"fetcher-e2e-{secrets.token_hex(4)}"
-    s3.create_bucket(Bucket=name)
-    try:
+    with fresh_bucket(s3, "fetcher-e2e") as name:
         yield ResultStore(s3, name)
-    finally:
-        for upload in s3.list_multipart_uploads(Bucket=name).get("Uploads", []):
-            s3.abort_multipart_upload(Bucket=name, Key=upload["Key"], UploadId=upload["UploadId"])
-        for item in s3.list_objects_v2(Bucket=name).get("Contents", []):
-            s3.delete_object(Bucket=name, Key=item["Key"])
-        s3.delete_bucket(Bucket=name)
 
 
 @pytest.fixture(scope="session")

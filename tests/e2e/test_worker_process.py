@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import E2E, S3_SECRET_KEY, SOURCE_CONFIG
+from tests.e2e.conftest import E2E, SOURCE_CONFIG
 from tests.e2e.harness import (
     Database,
     FetcherProcess,
@@ -17,6 +17,7 @@ from tests.e2e.harness import (
     free_port,
     slow_view_sql,
 )
+from tests.services import S3_SECRET_KEY
 
 pytestmark = E2E
 

@@ -62,14 +62,6 @@ class RequestedTable:
             key = f"{self.schema}.{self.name}"
         return key.upper() if engine is EngineType.ORACLE else key
 
-    def provisional_key(self, engine: EngineType) -> str:
-        """The result key computed before the session is known (MySQL/Oracle ``d`` unknown).
-
-        Used only to merge requested keys before discovery; the final key comes from
-        :meth:`result_key` once discovery reports ``d``.
-        """
-        return self.result_key(engine, static_default_schema(engine) or "")
-
 
 def parse_table_key(engine: EngineType, key: str, datasource: str) -> RequestedTable:
     """Parse a requested table key (§3.3 "Parsing"); more than one dot is invalid."""

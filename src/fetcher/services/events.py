@@ -8,7 +8,6 @@ every re-emission sends the same bytes with the same ``ce-id``, and only the sig
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -143,8 +142,3 @@ def signed_headers(
         {"t": str(t), "signature-version": SIGNATURE_VERSION, "x-message-signature": signature}
     )
     return headers
-
-
-def event_headers_for_feed(event: OutboxEvent) -> Mapping[str, str]:
-    """§2.12: the feed shows the stored CloudEvents headers (``ce-time`` = row creation)."""
-    return event.headers

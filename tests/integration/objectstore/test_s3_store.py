@@ -12,7 +12,8 @@ import pytest
 from fetcher.adapters.objectstore.s3 import CONTENT_TYPE, S3ObjectStore
 from fetcher.engine.errors import EngineError, ErrorCategory
 from fetcher.services.runtime_ports import ObjectStore
-from tests.integration.objectstore.conftest import S3_SECRET_KEY, make_store
+from tests.integration.objectstore.conftest import make_store
+from tests.services import S3_SECRET_KEY
 
 pytestmark = pytest.mark.integration
 
