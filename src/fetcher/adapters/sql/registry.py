@@ -17,7 +17,8 @@ class SqlConnectorRegistry:
 
     ``sqlite_allowed_dir`` confines stored ``SQLITE`` connections (§2.5.1); internal ones are
     operator-configured and not confined, but ``forbidden_paths`` (the metadata store file)
-    is always refused. Types without an adapter in this build fail with the port's text.
+    is always refused. The other engines' modules are imported lazily, so a build without one
+    driver's extra still serves the rest.
     A descriptor's ``pinned_address`` (the SSRF pre-dial's vetted IP, §2.9.1) is handed to the
     connector so that the driver dials it instead of resolving the host again.
     """
@@ -52,6 +53,30 @@ class SqlConnectorRegistry:
                 allowed_dir=None if connection.internal else self._sqlite_allowed_dir,
                 forbidden_paths=self._forbidden,
                 batch_size=self._batch_size,
+            )
+        if connection.type is EngineType.MYSQL:
+            from fetcher.adapters.sql.mysql import MysqlConnector
+
+            return MysqlConnector(
+                connection, batch_size=self._batch_size, pinned_address=connection.pinned_address
+            )
+        if connection.type is EngineType.MONGODB:
+            from fetcher.adapters.mongodb import MongoConnector
+
+            return MongoConnector(
+                connection, batch_size=self._batch_size, pinned_address=connection.pinned_address
+            )
+        if connection.type is EngineType.SQL_SERVER:
+            from fetcher.adapters.sql.sqlserver import SqlServerConnector
+
+            return SqlServerConnector(
+                connection, batch_size=self._batch_size, pinned_address=connection.pinned_address
+            )
+        if connection.type is EngineType.ORACLE:
+            from fetcher.adapters.sql.oracle import OracleConnector
+
+            return OracleConnector(
+                connection, batch_size=self._batch_size, pinned_address=connection.pinned_address
             )
         raise EngineError(
             ErrorCategory.VALIDATION, f"datasource type {connection.type.value} is not supported"
