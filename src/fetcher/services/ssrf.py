@@ -57,11 +57,26 @@ _BLOCKED_V4 = (
 _BLOCKED_V6 = (
     "::/128",
     "::1/128",
+    # IPv4-compatible (``::127.0.0.1``): deprecated, but some stacks still route it to the
+    # embedded IPv4 address, so the whole range is blocked, public embedded addresses included.
+    "::/96",
+    # §2.9 "``::ffff:0:0/96`` (IPv4-translated)". Mapped addresses (``::ffff:a.b.c.d``) are
+    # unmapped before this table is consulted, so the literal network only matters as a
+    # backstop; the range its label names, RFC 2765 IPv4-translated ``::ffff:0:a.b.c.d``
+    # (``::ffff:0:127.0.0.1``), is blocked as a whole as well.
+    "::ffff:0:0/96",
+    "::ffff:0:0:0/96",
     "fe80::/10",
     "fc00::/7",
     "2001:db8::/32",
+    # IETF protocol assignments, Teredo (2001::/32) included: a Teredo address carries an
+    # obfuscated IPv4 server and client that a relay would reach.
+    "2001::/23",
     "100::/64",
+    # NAT64, the well-known prefix and the local-use prefix (RFC 8215): a gateway translates
+    # them to the embedded IPv4 address, whichever it is.
     "64:ff9b::/96",
+    "64:ff9b:1::/48",
     "2002::/16",
     "ff00::/8",
 )

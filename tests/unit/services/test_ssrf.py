@@ -6,7 +6,14 @@ import ipaddress
 
 import pytest
 
-from fetcher.services.ssrf import is_blocked_address, is_blocked_host_literal, is_blocked_hostname
+from fetcher.services import ssrf
+from fetcher.services.ssrf import (
+    BlockedHostError,
+    is_blocked_address,
+    is_blocked_host_literal,
+    is_blocked_hostname,
+    vet_host,
+)
 
 V4_RANGES = [
     ("0.0.0.0/8", "0.0.0.0", "0.255.255.255", "1.0.0.0"),  # noqa: S104 (not a bind)
@@ -27,13 +34,17 @@ V4_RANGES = [
 ]
 
 V6_RANGES = [
-    ("::/128", "::", "::", "::2"),
-    ("::1/128", "::1", "::1", "::2"),
+    ("::/128", "::", "::", "::1:0:0"),
+    ("::1/128", "::1", "::1", "::1:0:0"),
+    ("::/96", "::", "::ffff:ffff", "::1:0:0"),
+    ("::ffff:0:0:0/96", "::ffff:0:0:0", "::ffff:0:ffff:ffff", "::1:0:0:0"),
+    ("2001::/23", "2001::", "2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff", "2001:200::"),
     ("fe80::/10", "fe80::", "febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "fec0::"),
     ("fc00::/7", "fc00::", "fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "fe00::"),
     ("2001:db8::/32", "2001:db8::", "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", "2001:db9::"),
     ("100::/64", "100::", "100::ffff:ffff:ffff:ffff", "100:0:0:1::"),
     ("64:ff9b::/96", "64:ff9b::", "64:ff9b::ffff:ffff", "64:ff9b::1:0:0"),
+    ("64:ff9b:1::/48", "64:ff9b:1::", "64:ff9b:1:ffff:ffff:ffff:ffff:ffff", "64:ff9b:2::"),
     ("2002::/16", "2002::", "2002:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "2003::"),
     ("ff00::/8", "ff00::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "fe00::"),
 ]
@@ -60,7 +71,15 @@ def test_typical_internal_addresses(inner: str) -> None:
 
 @pytest.mark.parametrize(
     "public",
-    ["1.1.1.1", "8.8.8.8", "93.184.216.34", "2606:4700:4700::1111", "2001:4860:4860::8888", "::2"],
+    [
+        "1.1.1.1",
+        "8.8.8.8",
+        "93.184.216.34",
+        "2606:4700:4700::1111",
+        "2001:4860:4860::8888",
+        "2001:200::1",
+        "::1:0:0",
+    ],
 )
 def test_public_addresses_pass(public: str) -> None:
     assert not is_blocked_address(public)
@@ -143,3 +162,72 @@ def test_blocked_names(name: str) -> None:
 def test_allowed_names(name: str) -> None:
     assert not is_blocked_hostname(name)
     assert not is_blocked_host_literal(name)
+
+
+# --- IPv4-embedded IPv6 forms (§2.9, issue 7) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "embedded",
+    [
+        "::127.0.0.1",  # IPv4-compatible, loopback inside
+        "::7f00:1",
+        "::169.254.169.254",
+        "::8.8.8.8",  # the whole IPv4-compatible range is blocked, public inside or not
+        "::ffff:0:127.0.0.1",  # IPv4-translated (RFC 2765)
+        "::ffff:0:7f00:1",
+        "::ffff:0:8.8.8.8",
+        "::ffff:0:0",  # the literal §2.9 network's first address, mapped 0.0.0.0
+        "64:ff9b:1::7f00:1",  # NAT64 local-use prefix (RFC 8215)
+        "64:ff9b:1::8.8.8.8",
+        "64:ff9b::8.8.8.8",  # NAT64 well-known prefix
+        "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo
+        "2001::1",
+        "2001:0:53aa:64c:0:0:0:1",
+        "2002:7f00:1::1",  # 6to4 of 127.0.0.1
+    ],
+)
+def test_ipv4_embedding_forms_are_blocked(embedded: str) -> None:
+    assert is_blocked_address(embedded)
+    assert is_blocked_host_literal(embedded)
+    assert is_blocked_host_literal(f"[{embedded}]")
+
+
+@pytest.mark.parametrize(
+    ("address", "blocked"),
+    [
+        ("::ffff:8.8.8.8", False),  # mapped: judged by the embedded IPv4 only
+        ("::ffff:1.1.1.1", False),
+        ("::ffff:100.64.0.1", True),
+        ("::ffff:0.1.2.3", True),
+        ("::ffff:224.0.0.1", True),
+    ],
+)
+def test_mapped_addresses_are_judged_by_their_ipv4(address: str, blocked: bool) -> None:
+    assert is_blocked_address(address) is blocked
+
+
+def test_teredo_prefix_is_inside_the_blocked_ietf_range() -> None:
+    teredo = ipaddress.ip_network("2001::/32")
+    assert is_blocked_address(teredo[0])
+    assert is_blocked_address(teredo[-1])
+    assert ipaddress.ip_address("2001:0:4136:e378:8000:63bf:3fff:fdd2").teredo is not None
+
+
+@pytest.mark.parametrize(
+    "embedded", ["::127.0.0.1", "::ffff:0:127.0.0.1", "64:ff9b:1::a00:1", "2001::1"]
+)
+async def test_vet_host_refuses_embedded_forms_before_dns(embedded: str) -> None:
+    with pytest.raises(BlockedHostError):
+        await vet_host(embedded, 5432)
+
+
+async def test_vet_host_refuses_a_name_resolving_to_an_embedded_form(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def fake_resolve(host: str, port: int | None) -> list[str]:
+        return ["2001:4860:4860::8888", "::ffff:0:127.0.0.1"]
+
+    monkeypatch.setattr(ssrf, "resolve_host", fake_resolve)
+    with pytest.raises(BlockedHostError):
+        await vet_host("db.example.com", 5432)
