@@ -211,7 +211,7 @@ def test_teredo_prefix_is_inside_the_blocked_ietf_range() -> None:
     teredo = ipaddress.ip_network("2001::/32")
     assert is_blocked_address(teredo[0])
     assert is_blocked_address(teredo[-1])
-    assert ipaddress.ip_address("2001:0:4136:e378:8000:63bf:3fff:fdd2").teredo is not None
+    assert ipaddress.IPv6Address("2001:0:4136:e378:8000:63bf:3fff:fdd2").teredo is not None
 
 
 @pytest.mark.parametrize(
