@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 
 import pytest
 
 from fetcher.adapters.messaging.inprocess import (
+    DEAD_LETTER_LIMIT,
     DEFAULT_WORK_QUEUE,
     DeliveryState,
     InProcessEventBus,
@@ -42,7 +44,7 @@ async def test_publish_then_consume_looks_like_the_broker() -> None:
     assert delivery.exchange == ""
     assert delivery.routing_key == "work.q"
     await delivery.ack()
-    assert queue.dead_letters == []
+    assert list(queue.dead_letters) == []
     assert queue.waiting == 0
 
 
@@ -127,7 +129,7 @@ async def test_every_subscriber_receives_every_event_with_its_headers() -> None:
             expected.body,
             dict(expected.headers),
         )
-    assert len(bus.published) == 1
+    assert bus.published_count == 1
     first.close()
     second.close()
 
@@ -139,7 +141,7 @@ async def test_a_closed_subscription_ends_after_draining() -> None:
         await bus.publish_event("job.failed", b"2", {})
     await bus.publish_event("job.failed", b"3", {})
     assert [event.body async for event in subscription] == [b"1", b"2"]
-    assert len(bus.published) == 3
+    assert bus.published_count == 3
 
 
 async def test_a_subscriber_only_sees_events_after_it_subscribed() -> None:
@@ -155,5 +157,43 @@ async def test_a_subscriber_only_sees_events_after_it_subscribed() -> None:
 async def test_publishing_without_subscribers_succeeds() -> None:
     bus = InProcessEventBus()
     await bus.publish_event("job.completed", b"x", {"ce-id": "1"})
-    routing_key, body, headers = bus.published[0]
-    assert (routing_key, body, dict(headers)) == ("job.completed", b"x", {"ce-id": "1"})
+    assert bus.published_count == 1
+    assert "published=1" in repr(bus)
+
+
+async def test_the_dead_letters_keep_only_the_most_recent_rejections() -> None:
+    """§13 "Bounded memory": rejected messages cannot pile up without limit."""
+    queue = InProcessWorkQueue()
+    for n in range(DEAD_LETTER_LIMIT + 20):
+        await queue.publish_work(str(n).encode(), {})
+        await (await _next(queue)).reject()
+    assert len(queue.dead_letters) == DEAD_LETTER_LIMIT
+    assert queue.dead_letters[0].body == b"20"
+    assert queue.dead_letters[-1].body == str(DEAD_LETTER_LIMIT + 19).encode()
+
+
+def _traced_bytes() -> int:
+    current, _peak = tracemalloc.get_traced_memory()
+    return current
+
+
+@pytest.mark.parametrize("subscribed", [False, True])
+async def test_the_bus_keeps_no_delivered_event(subscribed: bool) -> None:
+    """§13 "Bounded memory": 64 events of 1 MiB each, every one consumed, leave less than
+    4 MiB behind; a bus that kept its history would hold 64 MiB."""
+    bus = InProcessEventBus()
+    subscription = bus.subscribe() if subscribed else None
+    tracemalloc.start()
+    try:
+        before = _traced_bytes()
+        for n in range(64):
+            await bus.publish_event("job.completed", bytes([n % 256]) * (1 << 20), {"n": str(n)})
+            if subscription is not None:
+                assert (await subscription.get()).headers["n"] == str(n)
+        grown = _traced_bytes() - before
+    finally:
+        tracemalloc.stop()
+    assert bus.published_count == 64
+    assert grown < 4 << 20, f"the bus retained {grown} bytes"
+    if subscription is not None:
+        subscription.close()

@@ -3,14 +3,18 @@
 * :class:`InProcessWorkQueue` is both the ``WorkPublisher`` and the ``WorkSource``: an
   ``asyncio.Queue`` of deliveries shaped like the broker's (exchange ``""``, routing key = the
   queue name, §7.1). ``reject`` stands for ``basic.reject requeue=false`` (§7.4): the message
-  lands on :attr:`InProcessWorkQueue.dead_letters`, never back on the queue.
+  lands on :attr:`InProcessWorkQueue.dead_letters` (the most recent :data:`DEAD_LETTER_LIMIT`
+  only), never back on the queue.
 * :class:`InProcessEventBus` is the ``EventPublisher``: every subscriber receives the same
-  routing key, body and headers (§8.6); :attr:`InProcessEventBus.published` keeps the history.
+  routing key, body and headers (§8.6). The bus itself keeps no message (§13 "Bounded memory"):
+  it counts what it published (:attr:`InProcessEventBus.published_count`) and forgets it; the
+  durable copy of every event is its outbox row, which the event feed (§2.12) serves.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
@@ -20,6 +24,7 @@ from fetcher.adapters.messaging._queues import get_or_stop
 from fetcher.services.runtime_ports import Delivery
 
 __all__ = [
+    "DEAD_LETTER_LIMIT",
     "DEFAULT_WORK_QUEUE",
     "DeliveryState",
     "EventSubscription",
@@ -31,6 +36,8 @@ __all__ = [
 
 #: §9.1 ``RABBITMQ_FETCHER_WORK_QUEUE`` default.
 DEFAULT_WORK_QUEUE = "fetcher.extract-external-data.queue"
+#: §13 "Bounded memory": rejected work messages kept for inspection, oldest dropped first.
+DEAD_LETTER_LIMIT = 100
 
 
 class DeliveryState:
@@ -69,7 +76,7 @@ class InProcessWorkQueue:
 
     def __init__(self, name: str = DEFAULT_WORK_QUEUE) -> None:
         self.name = name
-        self.dead_letters: list[InProcessDelivery] = []
+        self.dead_letters: deque[InProcessDelivery] = deque(maxlen=DEAD_LETTER_LIMIT)
         self._queue: asyncio.Queue[InProcessDelivery] = asyncio.Queue()
         self._stopped = asyncio.Event()
 
@@ -154,15 +161,19 @@ class EventSubscription:
 
 
 class InProcessEventBus:
-    """``EventPublisher`` for embedded mode without a broker (§8.6)."""
+    """``EventPublisher`` for embedded mode without a broker (§8.6).
+
+    Nothing is retained after delivery (§13 "Bounded memory"): an event lives only in the
+    queues of the subscribers that existed when it was published, until they consume it.
+    """
 
     def __init__(self) -> None:
-        self.published: list[PublishedEvent] = []
+        self.published_count = 0
         self._subscribers: list[EventSubscription] = []
 
     def __repr__(self) -> str:
         return (
-            f"InProcessEventBus(published={len(self.published)}, "
+            f"InProcessEventBus(published={self.published_count}, "
             f"subscribers={len(self._subscribers)})"
         )
 
@@ -180,7 +191,9 @@ class InProcessEventBus:
         self, routing_key: str, body: bytes, headers: Mapping[str, str]
     ) -> None:
         """Deliver to every subscriber; returns once all of them have it queued."""
+        self.published_count += 1
+        if not self._subscribers:
+            return
         event = PublishedEvent(routing_key, bytes(body), MappingProxyType(dict(headers)))
-        self.published.append(event)
         for subscription in list(self._subscribers):
             subscription._offer(event)
