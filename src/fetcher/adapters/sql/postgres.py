@@ -6,7 +6,8 @@
   the value loaders below read are fixed.
 * TLS (§11.2): ``ssl.mode`` → ``sslmode`` (default ``disable``); ``ssl.ca``/``cert``/``key`` →
   ``sslrootcert``/``sslcert``/``sslkey`` through temporary files (``O_EXCL``, 0600, in
-  ``/dev/shm`` when available) that are unlinked right after the connect.
+  ``/dev/shm`` when available) that are unlinked right after the connect. Without a client
+  certificate of the connection's own, ``sslcertmode=disable`` (§13 "Client certificates").
 * Values (§5.3): per-connection text-format loaders turn every PostgreSQL value into its
   JSON-ready encoding, so array elements are encoded by the same rules as scalars; timestamps
   are finished per column (``_DateTimeText``), once per batch. Batches are
@@ -592,6 +593,36 @@ def tls_files(tls: TlsSettings | None) -> Iterator[dict[str, str]]:
                 os.unlink(path)
 
 
+def connect_kwargs(
+    connection: ConnectionDescriptor, pinned_address: str | None, tls_params: dict[str, str]
+) -> dict[str, Any]:
+    """The libpq parameters of one connect, each its own keyword argument (§2.9.1).
+
+    ``tls_params`` are the file paths of :func:`tls_files`. Without a client certificate of the
+    connection's own, ``sslcertmode=disable`` (§13 "Client certificates", libpq ≥ 16): libpq
+    would otherwise offer the service account's ``~/.postgresql/postgresql.crt`` (or
+    ``PGSSLCERT``) to whatever server a caller pointed the connection at.
+    """
+    tls = connection.ssl
+    return {
+        "host": connection.host,
+        "hostaddr": pinned_address,
+        "port": connection.port if connection.port is not None else 5432,
+        "dbname": connection.database,
+        "user": connection.username,
+        "password": connection.password,
+        "sslmode": tls.mode if tls is not None and tls.mode else "disable",
+        "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+        "options": _SESSION_OPTIONS,
+        "client_encoding": "UTF8",
+        "application_name": "fetcher",
+        "sslrootcert": tls_params.get("sslrootcert"),
+        "sslcert": tls_params.get("sslcert"),
+        "sslkey": tls_params.get("sslkey"),
+        "sslcertmode": None if "sslcert" in tls_params else "disable",
+    }
+
+
 # --------------------------------------------------------------------------------------------
 # The connector
 # --------------------------------------------------------------------------------------------
@@ -626,24 +657,9 @@ class PostgresConnector:
 
     async def _open(self) -> AsyncConn:
         """§2.9.1: every connection parameter is its own keyword argument."""
-        c = self._connection
-        tls = c.ssl
-        with tls_files(tls) as tls_params:
+        with tls_files(self._connection.ssl) as tls_params:
             conn = await psycopg.AsyncConnection.connect(
-                host=c.host,
-                hostaddr=self._pinned_address,
-                port=c.port if c.port is not None else 5432,
-                dbname=c.database,
-                user=c.username,
-                password=c.password,
-                sslmode=(tls.mode if tls is not None and tls.mode else "disable"),
-                connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                options=_SESSION_OPTIONS,
-                client_encoding="UTF8",
-                application_name="fetcher",
-                sslrootcert=tls_params.get("sslrootcert"),
-                sslcert=tls_params.get("sslcert"),
-                sslkey=tls_params.get("sslkey"),
+                **connect_kwargs(self._connection, self._pinned_address, tls_params),
                 autocommit=True,
             )
         install_loaders(conn)
