@@ -5,18 +5,26 @@ Entries are keyed by ``configName`` and discovery scope and live ``SCHEMA_CACHE_
 datasource, the process start time): a lookup with a different ``updatedAt`` ignores the entry,
 so a PATCH or DELETE served by another Manager replica also takes effect. PATCH and DELETE drop
 the entries of the connection's name here. Only validate-schema uses the cache.
+
+The key holds caller-chosen text (the discovery scope), so the cache is bounded (§13 "Bounded
+memory"): an LRU of at most :data:`MAX_ENTRIES` entries. Every ``put`` first drops the expired
+entries, then, when still full, the least recently used one.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from fetcher.engine.types import DiscoveredSchema
 
-__all__ = ["SchemaCache"]
+__all__ = ["MAX_ENTRIES", "SchemaCache"]
+
+#: §13: the schema cache holds at most this many entries.
+MAX_ENTRIES = 1000
 
 _Key = tuple[str, tuple[str, ...]]
 
@@ -34,7 +42,9 @@ class SchemaCache:
 
     ttl_seconds: int = 300
     clock: Callable[[], float] = time.monotonic
-    _entries: dict[_Key, _Entry] = field(default_factory=dict, init=False, repr=False)
+    max_entries: int = MAX_ENTRIES
+    #: Least recently used first.
+    _entries: OrderedDict[_Key, _Entry] = field(default_factory=OrderedDict, init=False, repr=False)
 
     @staticmethod
     def _key(config_name: str, scope: Sequence[str]) -> _Key:
@@ -51,6 +61,7 @@ class SchemaCache:
         if entry.expires <= self.clock() or entry.updated_at != updated_at:
             del self._entries[key]
             return None
+        self._entries.move_to_end(key)
         return entry.schema
 
     def put(
@@ -60,10 +71,20 @@ class SchemaCache:
         updated_at: datetime,
         schema: DiscoveredSchema,
     ) -> None:
-        if self.ttl_seconds <= 0:
+        if self.ttl_seconds <= 0 or self.max_entries <= 0:
             return
-        expires = self.clock() + self.ttl_seconds
-        self._entries[self._key(config_name, scope)] = _Entry(schema, updated_at, expires)
+        now = self.clock()
+        self._drop_expired(now)
+        key = self._key(config_name, scope)
+        self._entries.pop(key, None)
+        while len(self._entries) >= self.max_entries:
+            self._entries.popitem(last=False)
+        self._entries[key] = _Entry(schema, updated_at, now + self.ttl_seconds)
+
+    def _drop_expired(self, now: float) -> None:
+        """Bounded work: at most :attr:`max_entries` entries are looked at."""
+        for key in [k for k, entry in self._entries.items() if entry.expires <= now]:
+            del self._entries[key]
 
     def invalidate(self, *config_names: str) -> None:
         """Drop every entry of these names (§2.6.5 old and new name, §2.6.6)."""
