@@ -1,9 +1,10 @@
 """The event feed (contract §2.12): terminal job events read in order from the outbox.
 
 ``EventFeed.read`` returns rows with a ``feed_seq`` greater than ``after``, ascending, up to
-``limit``, optionally of one ``type``. With ``wait`` > 0 and nothing to return it long-polls:
-it re-reads the store every ~200 ms, or sooner when :meth:`EventFeed.notify` is called (the
-relay calls it after it assigns ``feed_seq`` values), until ``wait`` seconds have passed.
+``limit`` items and the §2.12 page byte cap, optionally of one ``type``. With ``wait`` > 0 and
+nothing to return it long-polls: it re-reads the store every ~200 ms, or sooner when
+:meth:`EventFeed.notify` is called (the relay calls it after it assigns ``feed_seq`` values),
+until ``wait`` seconds have passed.
 
 Each item is ``{"cursor","routingKey","headers","data","createdAt","publishedAt"?}``; ``data``
 is the stored body itself (the bytes the broker receives), spliced verbatim into the response
@@ -22,13 +23,28 @@ from fetcher.services.ports import MetadataStore
 from fetcher.services.records import EventType, OutboxRow
 from fetcher.services.timeutil import format_ms
 
-__all__ = ["MAX_FEED_LIMIT", "MAX_FEED_WAIT", "EventFeed", "FeedPage", "render_page"]
+__all__ = [
+    "BATCH_ROWS",
+    "MAX_FEED_LIMIT",
+    "MAX_FEED_WAIT",
+    "PAGE_BYTES",
+    "EventFeed",
+    "FeedPage",
+    "render_page",
+    "render_page_async",
+]
 
 #: §2.12 bounds.
 MAX_FEED_LIMIT = 1000
 MAX_FEED_WAIT = 30
 DEFAULT_FEED_LIMIT = 100
 POLL_INTERVAL_SECONDS = 0.2
+#: §2.12 page size: items are added while the sum of their ``data`` byte lengths is at most
+#: this; the item that first takes the sum over it is the last one included.
+PAGE_BYTES = 4 * 1024 * 1024
+#: Rows per store read (§13 "Bounded memory"): an event body can approach the 1 MiB request
+#: limit, so a read never holds more than this many rows beyond the page it is building.
+BATCH_ROWS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,22 +82,56 @@ class EventFeed:
         event_type: EventType | None = None,
         wait: int = 0,
     ) -> FeedPage:
-        """One §2.12 page; waits up to ``wait`` seconds for a first matching row."""
-        deadline = time.monotonic() + wait
+        """One §2.12 page; waits up to ``wait`` seconds for a first matching row.
+
+        Rows are read in batches of at most :data:`BATCH_ROWS` and the page ends at ``limit``
+        items or at the first item that takes the ``data`` byte sum over :data:`PAGE_BYTES`,
+        so a read holds at most one page plus one batch, however large the events are.
+        """
         start = after or 0
+        requested = min(limit, BATCH_ROWS)
+        batch = await self._first_batch(start, requested, event_type, wait)
+        rows: list[OutboxRow] = []
+        size = 0
+        largest = 0
+        while batch:
+            for row in batch:
+                rows.append(row)
+                size += len(row.body)
+                largest = max(largest, len(row.body))
+                if size > PAGE_BYTES or len(rows) >= limit:
+                    return _page(rows, after)
+            if len(batch) < requested:  # the store had no more rows
+                break
+            # Fewer rows when the largest seen so far would overshoot the cap anyway.
+            room = PAGE_BYTES - size
+            requested = min(limit - len(rows), BATCH_ROWS, room // max(largest, 1) + 1)
+            last = rows[-1].feed_seq or start
+            batch = await self.store.read_feed(after=last, limit=requested, event_type=event_type)
+        return _page(rows, after)
+
+    async def _first_batch(
+        self, start: int, count: int, event_type: EventType | None, wait: int
+    ) -> list[OutboxRow]:
+        """The first rows after ``start``; long-polls up to ``wait`` seconds for one."""
+        deadline = time.monotonic() + wait
         while True:
             wakeup = self._current()
-            rows = await self.store.read_feed(after=start, limit=limit, event_type=event_type)
+            rows = await self.store.read_feed(after=start, limit=count, event_type=event_type)
             remaining = deadline - time.monotonic()
             if rows or remaining <= 0:
-                break
+                return rows
             try:
                 async with asyncio.timeout(min(self.poll_interval, remaining)):
                     await wakeup.wait()
             except TimeoutError:
                 pass
-        last = rows[-1].feed_seq if rows else None
-        return FeedPage(rows, str(last) if last is not None else str(after or 0))
+
+
+def _page(rows: Sequence[OutboxRow], after: int | None) -> FeedPage:
+    """``next`` is the last included item's cursor, else the request's ``after`` (or "0")."""
+    last = rows[-1].feed_seq if rows else None
+    return FeedPage(rows, str(last) if last is not None else str(after or 0))
 
 
 def _item(row: OutboxRow) -> bytes:
@@ -103,6 +153,14 @@ def render_page(page: FeedPage) -> bytes:
     """The §2.12 response body: ``{"items":[…],"next":"<cursor>"}`` as UTF-8 JSON."""
     items = b",".join(_item(row) for row in page.rows)
     return b'{"items":[' + items + b'],"next":' + _dumps(page.next).encode() + b"}"
+
+
+async def render_page_async(page: FeedPage) -> bytes:
+    """:func:`render_page` in a worker thread (§13 "Blocking work"): encoding a page of up to
+    ~5 MiB and 1,000 items never holds the event loop."""
+    if not page.rows:
+        return render_page(page)
+    return await asyncio.to_thread(render_page, page)
 
 
 def _dumps(value: object) -> str:

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from fetcher.manager.deps import RuntimeDep, parse_feed_query
 from fetcher.manager.openapi import feed_parameters
 from fetcher.manager.schemas import FeedPage, error_responses
-from fetcher.services.feed import render_page
+from fetcher.services.feed import render_page_async
 
 __all__ = ["router"]
 
@@ -22,9 +22,10 @@ router = APIRouter(prefix="/v1/events", tags=["events"])
     openapi_extra={"parameters": feed_parameters()},
 )
 async def read_events(request: Request, runtime: RuntimeDep) -> Response:
-    """§2.12: ``data`` is the stored event body, verbatim."""
+    """§2.12: ``data`` is the stored event body, verbatim; a page is capped at ~4 MiB of
+    ``data`` and encoded off the event loop (§13 "Blocking work")."""
     query = parse_feed_query(request.query_params)
     page = await runtime.feed.read(
         after=query.after, limit=query.limit, event_type=query.event_type, wait=query.wait
     )
-    return Response(render_page(page), media_type="application/json")
+    return Response(await render_page_async(page), media_type="application/json")
