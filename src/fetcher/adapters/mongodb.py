@@ -1,0 +1,632 @@
+"""The MongoDB connector: pymongo's native async API (contract §2.9.1, §3.2, §3.4, §5.3, §11).
+
+* Connect (§2.9.1, §11.1): ``AsyncMongoClient`` with keyword arguments only, never a URI
+  string; the database is ``client[databaseName]``. The pinned address of the SSRF pre-dial is
+  the host that is dialled, and a pinned (guarded) connection is always ``directConnection``
+  so replica-set discovery cannot move the client to another address. ``authSource`` comes
+  from ``metadata.authSource`` (default ``admin``) and is used only with credentials (§2.5:
+  ``userName``/``password`` are optional together on MongoDB). Connect and server selection
+  time out after 10 s; a ``ping`` in ``__aenter__`` makes an unreachable server or a refused
+  login a connect failure.
+* TLS (§11.2): ``disable``/``false``/absent → off; ``true``/``enable`` → ``tls=True``;
+  ``insecure`` → ``tls=True, tlsInsecure=True``. ``ssl.ca`` → ``tlsCAFile``; ``ssl.cert`` +
+  ``ssl.key`` → one ``tlsCertificateKeyFile`` (temporary files: ``O_EXCL``, 0600, tmpfs when
+  available, unlinked right after the connect).
+* Discovery (§11.3): ``listCollections`` (collections and views, ``system.*`` excluded) and
+  top-level field sampling sized by the collection's document count; each field's type is
+  the highest-priority BSON type seen, which drives filter coercion (§3.4) through the
+  column family and ``native_type`` (``objectId`` turns a 24-hex filter value into an
+  ObjectId in :mod:`fetcher.engine.filters.mongo`).
+* Extraction (§3.2, §3.4, §5.3): one ``find`` with the rendered filter document (its Extended
+  JSON v2 markers turned into BSON with ``bson.json_util``), streamed through the cursor in
+  batches of ``batch_size``; named fields give exactly those keys (a missing one → ``null``,
+  ``_id`` only when named), ``*`` gives each document's own top-level keys. Values are
+  encoded by :func:`encode_bson`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import replace
+from datetime import datetime
+from decimal import Decimal
+from types import TracebackType
+from typing import Any, Final, Self
+from uuid import UUID
+
+import bson.errors
+import pymongo.errors
+from bson import json_util
+from bson.binary import Binary
+from bson.datetime_ms import DatetimeMS
+from bson.decimal128 import Decimal128
+from bson.int64 import Int64
+from bson.objectid import ObjectId
+from bson.regex import Regex
+from bson.timestamp import Timestamp
+from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
+
+from fetcher.adapters.sql._common import (
+    CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_BATCH_SIZE,
+    DISCOVERY_TIMEOUT_SECONDS,
+    Phase,
+    engine_error,
+    translate_errors,
+)
+from fetcher.engine.document import RowBatch
+from fetcher.engine.filters.ast import BoundFieldFilter
+from fetcher.engine.filters.mongo import check_mongo_field, render_mongo_filter
+from fetcher.engine.model import ConnectionDescriptor, TlsSettings
+from fetcher.engine.ports import Row, TableQuery
+from fetcher.engine.types import Column, DiscoveredSchema, TableSchema, TypeFamily
+from fetcher.engine.values import (
+    encode_bytes,
+    encode_datetime,
+    encode_decimal,
+    encode_float,
+    encode_text,
+    encode_uuid,
+)
+
+__all__ = [
+    "MongoConnector",
+    "client_options",
+    "coerce_filters",
+    "encode_bson",
+    "filter_to_bson",
+    "map_mongo_errors",
+    "mongo_type_of",
+    "sample_size",
+    "sampled_columns",
+]
+
+Document = dict[str, Any]
+
+#: §11.1: the default port and ``authSource``.
+DEFAULT_PORT: Final = 27017
+DEFAULT_AUTH_SOURCE: Final = "admin"
+#: §11.3: collections named ``system.*`` are system objects.
+_SYSTEM_PREFIX: Final = "system."
+#: Collections sampled at once during discovery (each sample is one cursor).
+_DISCOVERY_CONCURRENCY: Final = 4
+_TLS_MODES_ON: Final = frozenset({"true", "enable", "insecure"})
+_TRUE_TEXT: Final = frozenset({"true"})
+
+
+@contextmanager
+def map_mongo_errors(phase: Phase, datasource: str) -> Iterator[None]:
+    """Translate pymongo, BSON, socket and timeout failures into the §4.5 ``EngineError``.
+
+    pymongo error texts name the server address (``Addr: …``, ``host:port``) but never the
+    password (credentials are keyword arguments); hosts redact ``detail`` further (§8.7).
+    """
+    with translate_errors(phase, datasource, (pymongo.errors.PyMongoError, bson.errors.BSONError)):
+        yield
+
+
+# --------------------------------------------------------------------------------------------
+# Client options (§2.9.1, §11.1, §11.2)
+# --------------------------------------------------------------------------------------------
+
+
+def _metadata_flag(value: object) -> bool:
+    """``metadata.directConnection``: ``true`` or ``"true"`` (case-insensitive) is on."""
+    if isinstance(value, bool):
+        return value
+    return isinstance(value, str) and value.strip().lower() in _TRUE_TEXT
+
+
+def _tls_options(tls: TlsSettings | None, files: Mapping[str, str]) -> dict[str, Any]:
+    """§11.2 MongoDB rows: the client TLS options of ``ssl.mode`` (off by default)."""
+    mode = tls.mode if tls is not None else ""
+    if mode not in _TLS_MODES_ON:
+        return {"tls": False}
+    options: dict[str, Any] = {"tls": True}
+    if mode == "insecure":
+        options["tlsInsecure"] = True
+    if "ca" in files:
+        options["tlsCAFile"] = files["ca"]
+    if "cert_key" in files:
+        options["tlsCertificateKeyFile"] = files["cert_key"]
+    return options
+
+
+def client_options(
+    connection: ConnectionDescriptor,
+    *,
+    pinned_address: str | None,
+    tls_files: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Every ``AsyncMongoClient`` keyword argument of one connection (never a URI, §2.9.1).
+
+    The pinned address (set only under the SSRF guard) is dialled, and forces
+    ``directConnection=True`` whatever the metadata says (§2.9.1 rule 4). pymongo has no
+    separate TLS server name, so a pinned TLS connection verifies the certificate against the
+    pinned address: a certificate without that IP fails closed, never open.
+    Without credentials the client does not authenticate, except by X.509 when a client
+    certificate is configured (§2.5).
+    """
+    c = connection
+    metadata = c.metadata
+    options: dict[str, Any] = {
+        "host": pinned_address or c.host,
+        "port": c.port if c.port is not None else DEFAULT_PORT,
+        "directConnection": pinned_address is not None
+        or _metadata_flag(metadata.get("directConnection")),
+        "connectTimeoutMS": CONNECT_TIMEOUT_SECONDS * 1000,
+        "serverSelectionTimeoutMS": CONNECT_TIMEOUT_SECONDS * 1000,
+        "socketTimeoutMS": None,  # §11.1: queries are bounded only by the job timeout
+        "appname": "fetcher",
+        "document_class": dict,
+        "tz_aware": False,  # BSON datetimes are UTC; §5.3 takes naive values as UTC
+        "datetime_conversion": "DATETIME_AUTO",  # out-of-range dates arrive as DatetimeMS
+        "unicode_decode_error_handler": "replace",  # §5.3: invalid UTF-8 → U+FFFD
+        "retryWrites": False,  # the connector never writes
+        **_tls_options(c.ssl, tls_files or {}),
+    }
+    if c.username is not None or c.password is not None:
+        auth_source = metadata.get("authSource")
+        options["username"] = c.username
+        options["password"] = c.password
+        options["authSource"] = auth_source if isinstance(auth_source, str) else DEFAULT_AUTH_SOURCE
+    elif options["tls"] and "tlsCertificateKeyFile" in options:
+        options["authMechanism"] = "MONGODB-X509"
+    return options
+
+
+def _secret_dir() -> str:
+    """A tmpfs directory when one is usable (``/dev/shm``), else the system temp directory."""
+    shm = "/dev/shm"  # noqa: S108 - tmpfs on purpose (§11.2); files are O_EXCL and 0600
+    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return tempfile.gettempdir()
+
+
+def _write_secret_file(pem: str, paths: list[str]) -> str:
+    path = os.path.join(_secret_dir(), f"fetcher-{secrets.token_hex(16)}.pem")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o600)
+    paths.append(path)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(pem)
+    return path
+
+
+@contextmanager
+def tls_files(tls: TlsSettings | None) -> Iterator[dict[str, str]]:
+    """§11.2: ``ca`` → one PEM file, ``cert`` + ``key`` → one combined PEM file, both unlinked
+    on exit. Nothing is written when TLS is off."""
+    paths: list[str] = []
+    files: dict[str, str] = {}
+    try:
+        if tls is not None and tls.mode in _TLS_MODES_ON:
+            if tls.ca:
+                files["ca"] = _write_secret_file(tls.ca, paths)
+            if tls.cert and tls.key:
+                combined = tls.cert.rstrip("\n") + "\n" + tls.key
+                files["cert_key"] = _write_secret_file(combined, paths)
+        yield files
+    finally:
+        for path in paths:
+            with suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+# --------------------------------------------------------------------------------------------
+# Values (§5.3)
+# --------------------------------------------------------------------------------------------
+
+#: BSON regex flag letters, in the alphabetical order the BSON spec writes them.
+_REGEX_FLAGS: Final = (
+    (re.IGNORECASE, "i"),
+    (re.LOCALE, "l"),
+    (re.MULTILINE, "m"),
+    (re.DOTALL, "s"),
+    (re.UNICODE, "u"),
+    (re.VERBOSE, "x"),
+)
+_UUID_SUBTYPES: Final = frozenset({3, 4})
+
+
+def _regex_text(value: Regex[Any]) -> str:
+    """§5.3 BSON regex: ``/<pattern>/<flags>``."""
+    letters = "".join(letter for flag, letter in _REGEX_FLAGS if value.flags & flag)
+    pattern = value.pattern
+    text = pattern.decode("utf-8", "replace") if isinstance(pattern, bytes) else pattern
+    return f"/{encode_text(text)}/{letters}"
+
+
+def _binary(value: bytes) -> str:
+    """§5.3: binary subtype 3 or 4 of 16 bytes → a UUID string; any other binary → base64."""
+    if isinstance(value, Binary) and value.subtype in _UUID_SUBTYPES and len(value) == 16:
+        return encode_uuid(UUID(bytes=bytes(value)))
+    return encode_bytes(value)
+
+
+def _datetime_ms(value: DatetimeMS) -> str:
+    """A BSON datetime outside years 1..9999: its Extended JSON text (the engine's own form)."""
+    return json_util.dumps(value)
+
+
+def _document(value: Mapping[Any, Any]) -> dict[str, object]:
+    return {
+        encode_text(k if isinstance(k, str) else str(k)): encode_bson(v) for k, v in value.items()
+    }
+
+
+def _array(value: Sequence[Any]) -> list[object]:
+    return [encode_bson(item) for item in value]
+
+
+#: Exact-type dispatch for the common BSON values (``bool`` is looked up before ``int``
+#: because ``type(True) is bool``).
+_ENCODERS: Final[dict[type, Callable[[Any], object]]] = {
+    str: encode_text,
+    bool: bool,
+    int: int,
+    Int64: int,
+    float: encode_float,
+    datetime: encode_datetime,
+    ObjectId: str,  # 24 lower-case hex characters
+    dict: _document,
+    list: _array,
+    Decimal128: lambda v: encode_decimal(v.to_decimal()),
+    Binary: _binary,
+    bytes: encode_bytes,
+    Timestamp: lambda v: encode_datetime(v.as_datetime()),
+    Regex: _regex_text,
+    UUID: encode_uuid,
+    DatetimeMS: _datetime_ms,
+    Decimal: encode_decimal,
+}
+
+
+def encode_bson(value: object) -> object:
+    """One decoded BSON value as its §5.3 JSON-ready value; anything else → ``str()``."""
+    if value is None:
+        return None
+    encoder = _ENCODERS.get(type(value))
+    if encoder is not None:
+        return encoder(value)
+    for kind, fallback in _ENCODERS.items():
+        if isinstance(value, kind):
+            return fallback(value)
+    if isinstance(value, Mapping):
+        return _document(value)
+    if isinstance(value, list | tuple):
+        return _array(value)
+    return encode_text(str(value))
+
+
+# --------------------------------------------------------------------------------------------
+# Discovery (§11.3, §11.4)
+# --------------------------------------------------------------------------------------------
+
+#: §11.3 type priority: objectId > date > timestamp > decimal > binData (subtype 4 → uuid) >
+#: the rest. The rest is ordered here so that a sample always gives the same answer (the
+#: contract leaves it open): regex, double, long, int, string, bool, object, array, others.
+_PRIORITY: Final = (
+    "objectId",
+    "date",
+    "timestamp",
+    "decimal",
+    "uuid",
+    "binData",
+    "regex",
+    "double",
+    "long",
+    "int",
+    "string",
+    "bool",
+    "object",
+    "array",
+    "other",
+)
+_RANK: Final = {name: rank for rank, name in enumerate(_PRIORITY)}
+
+#: §11.4 MongoDB column: sampled type → family.
+_FAMILY: Final = {
+    "objectId": TypeFamily.TEXT,
+    "date": TypeFamily.TIMESTAMPTZ,
+    "timestamp": TypeFamily.TIMESTAMPTZ,
+    "decimal": TypeFamily.DECIMAL,
+    "uuid": TypeFamily.UUID,
+    "binData": TypeFamily.BYTES,
+    "double": TypeFamily.FLOAT,
+    "long": TypeFamily.INTEGER,
+    "int": TypeFamily.INTEGER,
+    "string": TypeFamily.TEXT,
+    "bool": TypeFamily.BOOLEAN,
+    "object": TypeFamily.JSON,
+    "array": TypeFamily.JSON,
+}
+
+_TYPE_NAMES: Final[dict[type, str]] = {
+    ObjectId: "objectId",
+    datetime: "date",
+    DatetimeMS: "date",
+    Timestamp: "timestamp",
+    Decimal128: "decimal",
+    Regex: "regex",
+    float: "double",
+    Int64: "long",
+    int: "int",
+    str: "string",
+    bool: "bool",
+    dict: "object",
+    list: "array",
+    bytes: "binData",
+    UUID: "uuid",
+}
+
+
+def mongo_type_of(value: object) -> str | None:
+    """The sampled type name of one value (§11.3); ``None`` for null, which never decides."""
+    if value is None:
+        return None
+    if isinstance(value, Binary):
+        return "uuid" if value.subtype == 4 and len(value) == 16 else "binData"
+    name = _TYPE_NAMES.get(type(value))
+    if name is not None:
+        return name
+    if isinstance(value, Mapping):
+        return "object"
+    return "other"
+
+
+def sample_size(count: int) -> int | None:
+    """§11.3 sample size by collection size; ``None`` means every document (≤ 1,000)."""
+    if count <= 1_000:
+        return None
+    if count <= 10_000:
+        return 1_000
+    if count <= 100_000:
+        return 2_000
+    if count <= 1_000_000:
+        return 5_000
+    return 10_000
+
+
+def sampled_columns(documents: Sequence[Mapping[str, Any]]) -> tuple[Column, ...]:
+    """The union of top-level keys (``_id`` always, first), typed by priority (§11.3, §11.4).
+
+    A field seen only as null has the ``other`` family and native type ``null``.
+    """
+    best: dict[str, str | None] = {"_id": None}
+    for document in documents:
+        for key, value in document.items():
+            seen = mongo_type_of(value)
+            current = best.get(key)
+            if key not in best or (
+                seen is not None and (current is None or _RANK[seen] < _RANK[current])
+            ):
+                best[key] = seen if seen is not None else current
+    best["_id"] = best["_id"] or "objectId"  # an empty collection's ``_id`` is an ObjectId
+    names = ["_id", *sorted(k for k in best if k != "_id")]
+    return tuple(_column(name, best[name]) for name in names)
+
+
+def _column(name: str, sampled: str | None) -> Column:
+    """§11.4 MongoDB column; a field seen only as null is ``other`` with native ``null``."""
+    if sampled is None:
+        return Column(name, TypeFamily.OTHER, "null")
+    return Column(name, _FAMILY.get(sampled, TypeFamily.OTHER), sampled)
+
+
+# --------------------------------------------------------------------------------------------
+# Filters (§3.4, §1.4)
+# --------------------------------------------------------------------------------------------
+
+_MARKERS: Final = frozenset({"$oid", "$date", "$binary", "$numberDecimal"})
+
+
+def filter_to_bson(value: object) -> Any:
+    """The engine's filter document with its Extended JSON v2 value markers (``$oid``,
+    ``$date``, ``$binary``, ``$numberDecimal``; §1.4) turned into BSON values.
+
+    Only single-key marker objects are converted; operator documents such as
+    ``{"$regex": …, "$options": …}`` stay query operators.
+    """
+    if isinstance(value, Mapping):
+        if len(value) == 1 and next(iter(value)) in _MARKERS:
+            return json_util.object_hook(value)
+        return {key: filter_to_bson(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [filter_to_bson(item) for item in value]
+    return value
+
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+def _coerce_number(column: Column, value: object) -> object:
+    """§3.4 "Values on MongoDB fields" for numbers: on a field sampled as int/long, a
+    non-integral bound value is compared as a double (never a Decimal128, so an int field
+    is not compared across the decimal type) and an integer beyond int64 as a Decimal128
+    (BSON has no wider integer). Other values pass unchanged."""
+    if column.family is TypeFamily.INTEGER and isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            return Decimal(value)
+    return value
+
+
+def coerce_filters(filters: Sequence[BoundFieldFilter]) -> tuple[BoundFieldFilter, ...]:
+    """The bound filters with their numbers fitted to BSON (see :func:`_coerce_number`)."""
+    return tuple(
+        replace(
+            ff,
+            conditions=tuple(
+                replace(c, values=tuple(_coerce_number(ff.column, v) for v in c.values))
+                for c in ff.conditions
+            ),
+        )
+        for ff in filters
+    )
+
+
+def _projection(query: TableQuery) -> dict[str, int] | None:
+    """§3.2: named fields only (``_id`` only when named); ``None`` for ``*``."""
+    if _is_wildcard(query):
+        return None
+    projection = {}
+    for column in query.columns:
+        check_mongo_field(column.name)
+        projection[column.name] = 1
+    if "_id" not in projection:
+        projection["_id"] = 0
+    return projection
+
+
+def _is_wildcard(query: TableQuery) -> bool:
+    """``*`` (§3.2): the planner projects a wildcard as the table's own column tuple, while
+    named fields always get a tuple of their own, so identity tells them apart."""
+    return query.columns is query.table.columns
+
+
+# --------------------------------------------------------------------------------------------
+# The connector
+# --------------------------------------------------------------------------------------------
+
+
+class MongoConnector:
+    """A read-only pymongo async session on one MongoDB database (the ``Connector`` port)."""
+
+    def __init__(
+        self,
+        connection: ConnectionDescriptor,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        pinned_address: str | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        self._connection = connection
+        self._batch_size = batch_size
+        self._pinned_address = pinned_address
+        self._client: AsyncMongoClient[Document] | None = None
+
+    @property
+    def _name(self) -> str:
+        return self._connection.config_name
+
+    async def __aenter__(self) -> Self:
+        try:
+            with map_mongo_errors(Phase.CONNECT, self._name):
+                async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                    await self._open()
+        except BaseException:
+            await self._close()
+            raise
+        return self
+
+    async def _open(self) -> None:
+        """§2.9.1: keyword arguments only; the TLS files live only until the first ping."""
+        with tls_files(self._connection.ssl) as files:
+            options = client_options(
+                self._connection, pinned_address=self._pinned_address, tls_files=files
+            )
+            self._client = AsyncMongoClient(**options)
+            await self._client.admin.command("ping")
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with suppress(pymongo.errors.PyMongoError, OSError):
+                await client.close()
+
+    def _database(self, phase: Phase) -> AsyncDatabase[Document]:
+        if self._client is None:
+            raise engine_error(phase, self._name, "connection is not open")
+        return self._client[self._connection.database]
+
+    async def probe(self) -> None:
+        """§2.6.7: ``ping``; a failure is a connect failure."""
+        if self._client is None:
+            raise engine_error(Phase.CONNECT, self._name, "connection is not open")
+        with map_mongo_errors(Phase.CONNECT, self._name):
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                await self._client.admin.command("ping")
+
+    async def discover(self, schemas: Sequence[str]) -> DiscoveredSchema:
+        """§3.3/§11.3: every collection and view of the database (``schemas`` is ignored),
+        ``system.*`` excluded, fields sampled; within 30 s."""
+        db = self._database(Phase.DISCOVER)
+        with map_mongo_errors(Phase.DISCOVER, self._name):
+            async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
+                listed = await _list_collections(db)
+                gate = asyncio.Semaphore(_DISCOVERY_CONCURRENCY)
+
+                async def one(name: str, kind: str) -> TableSchema:
+                    async with gate:
+                        columns = sampled_columns(await _sample(db, name, kind))
+                    return TableSchema(schema="", name=name, columns=columns)
+
+                tables = await asyncio.gather(*(one(n, k) for n, k in listed))
+        return DiscoveredSchema(default_schema="", tables=tuple(tables))
+
+    async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
+        """One ``find`` streamed ``batch_size`` documents at a time (§3.2, §3.4, §5.3)."""
+        db = self._database(Phase.QUERY)
+        projection = _projection(query)
+        names = tuple(column.name for column in query.columns)
+        with map_mongo_errors(Phase.QUERY, self._name):
+            find_filter = filter_to_bson(render_mongo_filter(coerce_filters(query.filters)))
+            cursor = db[query.table.name].find(find_filter, projection, batch_size=self._batch_size)
+            try:
+                while documents := await cursor.to_list(self._batch_size):
+                    yield _rows(documents, None if projection is None else names)
+            finally:
+                await cursor.close()
+
+
+def _rows(documents: list[Document], names: tuple[str, ...] | None) -> Sequence[Row]:
+    """Named fields → a :class:`RowBatch` with exactly those keys (missing → null); ``*`` →
+    each document's own keys (§3.2)."""
+    if names is None:
+        return [{key: encode_bson(value) for key, value in doc.items()} for doc in documents]
+    columns = [[encode_bson(doc.get(name)) for doc in documents] for name in names]
+    return RowBatch(names, columns)
+
+
+async def _list_collections(db: AsyncDatabase[Document]) -> list[tuple[str, str]]:
+    """``listCollections``: (name, type) of every collection and view, ``system.*`` excluded."""
+    listed: list[tuple[str, str]] = []
+    cursor = await db.list_collections()
+    async for info in cursor:
+        name = str(info.get("name", ""))
+        if name and not name.startswith(_SYSTEM_PREFIX):
+            listed.append((name, str(info.get("type", "collection"))))
+    return listed
+
+
+async def _sample(db: AsyncDatabase[Document], name: str, kind: str) -> list[Document]:
+    """§11.3: every document up to 1,000, else a ``$sample`` sized by the document count."""
+    collection = db[name]
+    if kind == "view":
+        count = await collection.count_documents({})  # views have no collection metadata
+    else:
+        count = await collection.estimated_document_count()
+    size = sample_size(count)
+    if size is None:
+        return await collection.find({}, limit=1_000, batch_size=1_000).to_list(None)
+    cursor = await collection.aggregate([{"$sample": {"size": size}}], batchSize=size)
+    return await cursor.to_list(None)
