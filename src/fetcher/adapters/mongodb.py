@@ -455,9 +455,8 @@ def _coerce_number(column: Column, value: object) -> object:
     (BSON has no wider integer). Other values pass unchanged."""
     if column.family is TypeFamily.INTEGER and isinstance(value, Decimal):
         return float(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            return Decimal(value)
+    if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
+        return Decimal(value)
     return value
 
 
