@@ -23,10 +23,13 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The S3 server (SeaweedFS on loopback) runs only around the tests and is stopped by PID.
+# The S3 server (SeaweedFS) and the MongoDB wire server (nx-27017), both on loopback, run only
+# around the tests and are stopped by PID, both of them even when the tests or a start fail.
 test: install lint
-	scripts/s3-server.sh start
-	$(BIN)/pytest; rc=$$?; scripts/s3-server.sh stop; exit $$rc
+	scripts/s3-server.sh start; rc=$$?; \
+	if [ $$rc -eq 0 ]; then scripts/mongo-server.sh start; rc=$$?; fi; \
+	if [ $$rc -eq 0 ]; then $(BIN)/pytest; rc=$$?; fi; \
+	scripts/mongo-server.sh stop; scripts/s3-server.sh stop; exit $$rc
 
 test-unit: install
 	$(BIN)/pytest tests/unit tests/architecture

@@ -19,6 +19,9 @@ POSTGRES_ADMIN_DSN = os.environ.get(
 )
 MARIADB = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": "", "db": "test"}
 RABBITMQ_URL = os.environ.get("FETCHER_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
+#: The MongoDB wire server ``scripts/mongo-server.sh`` starts (nx-27017; no authentication).
+MONGODB_HOST = os.environ.get("FETCHER_TEST_MONGODB_HOST", "127.0.0.1")
+MONGODB_PORT = int(os.environ.get("FETCHER_TEST_MONGODB_PORT", "27018"))
 
 
 def services_required() -> bool:
