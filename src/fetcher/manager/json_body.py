@@ -103,14 +103,15 @@ def parse_json_object(body: bytes) -> dict[str, object]:
 
 
 def check_media_type(content_type: str | None) -> None:
-    """§2.1: accept an absent ``Content-Type``, ``application/json`` or ``application/*+json``.
+    """§2.1: accept only ``application/json`` or ``application/*+json``.
 
     The media type is compared case-insensitively, and parameters (``charset=utf-8``) are
-    allowed. A blank header counts as absent. Anything else → ``415 FET-0009``.
+    allowed. An absent or blank ``Content-Type`` and any other type → ``415 FET-0009``: a
+    browser sends a cross-site ``fetch`` with a Blob body and no ``Content-Type`` without a
+    CORS preflight, so accepting none would let any web page create jobs and connections
+    (§13 "Cross-site requests").
     """
-    if content_type is None or not content_type.strip():
-        return
-    essence = content_type.split(";", 1)[0].strip().lower()
+    essence = (content_type or "").split(";", 1)[0].strip().lower()
     if _JSON_MEDIA_TYPE.fullmatch(essence) is None:
         raise ApiError(
             "FET-0009",

@@ -16,6 +16,7 @@ from tests.unit.manager.conftest import Harness, HarnessFactory, pg_body
 from tests.unit.manager.test_http_rules import assert_error
 
 C = "/v1/management/connections"
+JSON = {"Content-Type": "application/json"}
 MISSING = (
     "Your request is missing one or more required fields. Please refer to the documentation "
     "to ensure all necessary fields are included in your request."
@@ -414,7 +415,7 @@ async def test_patch_blank_required_field_is_invalid_not_missing(h: Harness) -> 
 @pytest.mark.parametrize("body", [b"{}", b""])
 async def test_patch_empty_body(h: Harness, body: bytes) -> None:
     created = await h.create_ok()
-    response = await h.client.patch(f"{C}/{created['id']}", content=body)
+    response = await h.client.patch(f"{C}/{created['id']}", content=body, headers=JSON)
     error = assert_error(response, 400, "FET-0001", "Invalid payload")
     assert error["message"] == "empty request body"
 
@@ -426,7 +427,8 @@ async def test_patch_product_name_is_unknown_field(h: Harness) -> None:
 
 async def test_patch_order_path_then_body_then_unknown_then_existence(h: Harness) -> None:
     assert_error(await _patch(h, "bad", {"zzz": 1}), 400, "FET-0404")
-    assert_error(await h.client.patch(f"{C}/{uuid.uuid4()}", content=b"{"), 400, "FET-0001")
+    response = await h.client.patch(f"{C}/{uuid.uuid4()}", content=b"{", headers=JSON)
+    assert_error(response, 400, "FET-0001")
     assert_error(await _patch(h, str(uuid.uuid4()), {"zzz": 1}), 400, "FET-0400")
     assert_error(await _patch(h, str(uuid.uuid4()), {"host": "x.example"}), 404, "FET-1001")
 

@@ -15,6 +15,7 @@ from tests.unit.manager.conftest import Harness, HarnessFactory, pg_body
 
 CONNECTIONS = "/v1/management/connections"
 MIB = 1024 * 1024
+JSON = {"Content-Type": "application/json"}
 
 
 def assert_error(
@@ -96,7 +97,7 @@ async def test_chunked_body_over_1_mib_is_413_while_streaming(h: Harness) -> Non
 async def test_body_of_exactly_1_mib_is_read(h: Harness) -> None:
     body = b'{"a":"' + b"x" * (MIB - 8) + b'"}'
     assert len(body) == MIB
-    response = await h.client.post("/v1/fetcher", content=body)
+    response = await h.client.post("/v1/fetcher", content=body, headers=JSON)
     assert_error(response, 400, "FET-0400")
 
 
@@ -117,12 +118,35 @@ async def test_other_media_types_are_415(h: Harness, content_type: str) -> None:
 
 @pytest.mark.parametrize(
     "content_type",
-    ["application/json", "APPLICATION/JSON; charset=utf-8", "application/problem+json", ""],
+    ["application/json", "APPLICATION/JSON; charset=utf-8", "application/problem+json"],
 )
 async def test_json_media_types_are_accepted(h: Harness, content_type: str) -> None:
     headers = {"Content-Type": content_type, "X-Product-Name": "payments"}
     response = await h.client.post(CONNECTIONS, content=b'{"x":1}', headers=headers)
     assert_error(response, 400, "FET-0400")
+
+
+@pytest.mark.parametrize(
+    "headers", [{}, {"Content-Type": ""}, {"Content-Type": " ; charset=utf-8"}]
+)
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/v1/fetcher"),
+        ("POST", CONNECTIONS),
+        ("POST", f"{CONNECTIONS}/validate-schema"),
+        ("PATCH", f"{CONNECTIONS}/{uuid.uuid4()}"),
+    ],
+)
+async def test_a_body_without_a_media_type_is_415(
+    h: Harness, method: str, path: str, headers: dict[str, str]
+) -> None:
+    """§2.1/§13: a browser sends a Blob body with no ``Content-Type`` cross-site and without a
+    preflight, so an absent (or blank) media type is refused before the body is parsed."""
+    headers = {**headers, "X-Product-Name": "payments"}
+    response = await h.client.request(method, path, content=b"{}", headers=headers)
+    assert_error(response, 415, "FET-0009", "Unsupported Media Type")
+    assert h.publisher.published == []
 
 
 async def test_routes_that_ignore_their_body_never_check_it(h: Harness) -> None:
@@ -151,7 +175,7 @@ async def test_routes_that_ignore_their_body_never_check_it(h: Harness) -> None:
 async def test_unparsable_bodies_are_fet_0001_invalid_payload(
     h: Harness, body: bytes, message: str
 ) -> None:
-    response = await h.client.post("/v1/fetcher", content=body)
+    response = await h.client.post("/v1/fetcher", content=body, headers=JSON)
     error = assert_error(response, 400, "FET-0001", "Invalid payload")
     assert error["message"] == message
 

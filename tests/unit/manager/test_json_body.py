@@ -116,8 +116,6 @@ def test_numbers_keep_their_json_kind() -> None:
 @pytest.mark.parametrize(
     "content_type",
     [
-        None,
-        "",
         "application/json",
         "APPLICATION/JSON",
         "Application/Json; charset=utf-8",
@@ -134,6 +132,10 @@ def test_accepted_media_types(content_type: str | None) -> None:
 @pytest.mark.parametrize(
     "content_type",
     [
+        None,
+        "",
+        "  ",
+        "; charset=utf-8",
         "text/plain",
         "application/xml",
         "application/x-www-form-urlencoded",
@@ -147,7 +149,7 @@ def test_accepted_media_types(content_type: str | None) -> None:
         "json",
     ],
 )
-def test_rejected_media_types(content_type: str) -> None:
+def test_rejected_media_types(content_type: str | None) -> None:
     with pytest.raises(ApiError) as caught:
         check_media_type(content_type)
     assert caught.value.code == "FET-0009"
