@@ -78,6 +78,7 @@ class Settings:
     deployment_mode: str = "local"
     ssrf_guard: bool = False
     cors_origins: tuple[str, ...] = ()
+    http_max_connections: int = 1000
     sqlite_allowed_dir: str | None = None
     server_host: str = ""
     server_port: int = 4006
@@ -166,6 +167,7 @@ class _Reader:
             cors_origins=tuple(
                 o.strip() for o in self.get("CORS_ALLOWED_ORIGINS").split(",") if o.strip()
             ),
+            http_max_connections=self.integer("HTTP_MAX_CONNECTIONS", 1000, minimum=1),
             sqlite_allowed_dir=self.get("SQLITE_ALLOWED_DIR") or None,
             server_host=host,
             server_port=port,

@@ -6,7 +6,8 @@
   path with another method → ``405 FET-0008`` with ``Allow``; the default validation and
   HTTP-exception handlers are replaced; anything else → ``500 FET-0002`` (middleware).
 * :class:`~fetcher.manager.middleware.FetcherMiddleware` adds request IDs, the streaming
-  1 MiB body limit, CORS and HTTP metrics.
+  1 MiB body limit, CORS, the ``HTTP_MAX_CONNECTIONS`` limit on requests in flight (§13) and
+  HTTP metrics with bounded label sets (§2.11).
 * OpenAPI 3.1 at ``/openapi.json``: responses from the models of ``manager/schemas.py``;
   request bodies, path IDs, query parameters and headers from the precise JSON Schemas of
   ``manager/openapi.py``, fitted to this deployment (the SQLITE type where it is accepted, the
@@ -154,5 +155,6 @@ def create_app(runtime: Runtime) -> FastAPI:
         FetcherMiddleware,
         metrics=runtime.metrics,
         cors_origins=runtime.settings.cors_origins,
+        max_in_flight=runtime.settings.http_max_connections,
     )
     return app

@@ -11,8 +11,13 @@ One pass per HTTP request:
 * **CORS**: only for the origins of ``CORS_ALLOWED_ORIGINS`` (``*`` only when listed). A
   preflight from an allowed origin → ``204``; credentials are never allowed.
 * **Unhandled errors**: ``500 FET-0002`` with the exact §2.2 message.
+* **Requests in flight** (§13 "HTTP connections"): while ``HTTP_MAX_CONNECTIONS`` requests are
+  being served, a further request is answered at once with ``503 FET-0003`` and never queued,
+  so a flood of slow requests cannot pile up unbounded work and memory in the process.
 * **Metrics**: ``fetcher_http_requests_total`` and ``fetcher_http_request_duration_seconds``
-  labelled with the route template.
+  labelled from fixed sets only (§2.11): the method or ``other``, the route template or
+  ``unmatched``, and a known status or ``other``. A label value taken from the request would
+  let any client create series without bound (§13 "Bounded memory").
 """
 
 from __future__ import annotations
@@ -30,15 +35,26 @@ from fetcher.crypto import redact
 from fetcher.manager.errors import error_body, internal_error, status_for
 from fetcher.manager.json_body import request_id_from
 from fetcher.services.errors import ApiError
-from fetcher.services.metrics import Metrics
+from fetcher.services.metrics import Metrics, method_label, status_label
 
-__all__ = ["MAX_BODY_BYTES", "CorsPolicy", "FetcherMiddleware", "body_too_large"]
+__all__ = [
+    "DEFAULT_MAX_IN_FLIGHT",
+    "MAX_BODY_BYTES",
+    "UNMATCHED_ROUTE",
+    "CorsPolicy",
+    "FetcherMiddleware",
+    "body_too_large",
+    "too_many_in_flight",
+]
 
 log = logging.getLogger(__name__)
 
 #: §2.1: the request body limit.
 MAX_BODY_BYTES = 1024 * 1024
-UNMATCHED_ROUTE = "<unmatched>"
+#: §9.1 ``HTTP_MAX_CONNECTIONS`` default: requests in flight at once.
+DEFAULT_MAX_IN_FLIGHT = 1000
+#: §2.11: the ``route`` label of a request that matched no route template.
+UNMATCHED_ROUTE = "unmatched"
 _CORS_METHODS = "GET, POST, PATCH, DELETE, OPTIONS"
 _CORS_HEADERS = "Content-Type, X-Product-Name, X-Request-Id"
 _EXPOSED = "X-Request-Id, Location, Retry-After"
@@ -47,6 +63,15 @@ _EXPOSED = "X-Request-Id, Location, Retry-After"
 def body_too_large() -> ApiError:
     """§2.1: ``413 FET-0007``."""
     return ApiError("FET-0007", "The request body exceeds the limit of 1 MiB.")
+
+
+def too_many_in_flight() -> ApiError:
+    """§13: ``503 FET-0003`` when ``HTTP_MAX_CONNECTIONS`` requests are already in flight."""
+    return ApiError(
+        "FET-0003",
+        "The service is handling too many requests. Please try again shortly.",
+        headers={"Retry-After": "1"},
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,11 +151,15 @@ class FetcherMiddleware:
         metrics: Metrics,
         cors_origins: Iterable[str] = (),
         max_body_bytes: int = MAX_BODY_BYTES,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.cors = CorsPolicy(tuple(cors_origins))
         self.max_body_bytes = max_body_bytes
+        self.max_in_flight = max_in_flight
+        #: Requests being served right now (one event loop: no lock is needed).
+        self.in_flight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -140,22 +169,43 @@ class FetcherMiddleware:
         request_id = request_id_from(headers.get("x-request-id"))
         scope.setdefault("state", {})["request_id"] = request_id
         extra = {"x-request-id": request_id}
-        allow = self.cors.allowed(headers.get("origin"))
         started = time.perf_counter()
-        status = [500]
+        if self.in_flight >= self.max_in_flight:
+            status = await self._refuse_busy(send, headers, extra)
+        else:
+            self.in_flight += 1
+            try:
+                status = await self._handle(scope, receive, send, headers=headers, extra=extra)
+            finally:
+                self.in_flight -= 1
+        self._observe(scope, status, started)
+
+    async def _refuse_busy(self, send: Send, headers: Headers, extra: dict[str, str]) -> int:
+        """§13: answer at once, without touching the application or the request body."""
+        allow = self.cors.allowed(headers.get("origin"))
+        if allow is not None:
+            extra |= self.cors.response_headers(allow)
+        err = too_many_in_flight()
+        await _send_json(send, status_for(err), error_body(err), {**err.headers, **extra})
+        return status_for(err)
+
+    async def _handle(
+        self, scope: Scope, receive: Receive, send: Send, *, headers: Headers, extra: dict[str, str]
+    ) -> int:
+        """A CORS preflight from an allowed origin, or the application; returns the status."""
+        allow = self.cors.allowed(headers.get("origin"))
         if allow is not None and self._is_preflight(scope, headers):
             extra |= self.cors.preflight_headers(
                 allow, headers.get("access-control-request-headers")
             )
-            status[0] = 204
             await send({"type": "http.response.start", "status": 204, "headers": _raw(extra)})
             await send({"type": "http.response.body", "body": b""})
-            self._observe(scope, status[0], started)
-            return
+            return 204
         if allow is not None:
             extra |= self.cors.response_headers(allow)
+        status = [500]
         await self._serve(scope, receive, send, headers=headers, extra=extra, status=status)
-        self._observe(scope, status[0], started)
+        return status[0]
 
     async def _serve(
         self,
@@ -196,9 +246,9 @@ class FetcherMiddleware:
         return scope["method"] == "OPTIONS" and "access-control-request-method" in headers
 
     def _observe(self, scope: Scope, status: int, started: float) -> None:
-        method = str(scope.get("method", ""))
+        method = method_label(str(scope.get("method", "")))
         route = _route_template(scope)
-        self.metrics.http_requests.labels(method, route, str(status)).inc()
+        self.metrics.http_requests.labels(method, route, status_label(status)).inc()
         self.metrics.http_duration.labels(method, route).observe(time.perf_counter() - started)
 
 

@@ -2,6 +2,10 @@
 
 Nothing is registered globally: each runtime builds its own :class:`Metrics`, so tests and
 embedded processes never collide.
+
+Every label value comes from a fixed set (§2.11, §13 "Bounded memory"): a value copied from a
+request (a method name, a path, a status) would let any client add series, and memory, without
+bound. :func:`method_label` and :func:`status_label` map HTTP values into those sets.
 """
 
 from __future__ import annotations
@@ -10,7 +14,26 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["Metrics"]
+__all__ = ["HTTP_METHODS", "HTTP_STATUSES", "OTHER", "Metrics", "method_label", "status_label"]
+
+#: §2.11: the ``method`` values; any other method (methods are case-sensitive) is ``other``.
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+#: The statuses the HTTP API answers with (the 2xx of §2 and every status of §2.3); any
+#: other is ``other``, so a future bug cannot turn the label into an unbounded one either.
+HTTP_STATUSES = frozenset(
+    {200, 201, 202, 204, 400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 500, 502, 503}
+)
+OTHER = "other"
+
+
+def method_label(method: str) -> str:
+    """The §2.11 ``method`` label: the method when it is one of :data:`HTTP_METHODS`."""
+    return method if method in HTTP_METHODS else OTHER
+
+
+def status_label(status: int) -> str:
+    """The ``status`` label: the code when it is one of :data:`HTTP_STATUSES`."""
+    return str(status) if status in HTTP_STATUSES else OTHER
 
 
 @dataclass(frozen=True)

@@ -109,3 +109,18 @@ def test_fetcher_run_prints_one_refusal_line_and_exits_1() -> None:
     )
     assert done.returncode == 1
     assert done.stderr == "startup refused: DATABASE_URL must be a postgresql:// URL\n"
+
+
+@pytest.mark.parametrize("mode", ["manager", "embedded"])
+def test_http_max_connections(mode: str) -> None:
+    """§9.1: requests in flight at once, default 1000; §9.3: a malformed or out-of-range
+    integer refuses startup (a limit of 0 would refuse every request)."""
+    env = {**WORKER, "FETCHER_MODE": mode}
+    if mode == "embedded":
+        env = {"FETCHER_MODE": "embedded", "APP_ENC_KEY": KEY}
+    assert Settings.from_env(env).http_max_connections == 1000
+    assert Settings.from_env({**env, "HTTP_MAX_CONNECTIONS": " 7 "}).http_max_connections == 7
+    for bad in ("0", "-1", "1.5", "1e3", "ten", "+5"):
+        assert _refusal({**env, "HTTP_MAX_CONNECTIONS": bad}) == (
+            "invalid value for HTTP_MAX_CONNECTIONS"
+        )
