@@ -221,13 +221,14 @@ def _work_queue(settings: Settings) -> str:
 
 
 def _ensure_dir(path: str) -> str:
-    Path(path).mkdir(parents=True, exist_ok=True)
+    from fetcher.adapters.objectstore.local import make_private_dirs
+
+    make_private_dirs(Path(path))  # §13 "Files": directories the process creates are 0700
     return path
 
 
 def _open_store(settings: Settings) -> AbstractAsyncContextManager[MetadataStore]:
-    if settings.sqlite_path is not None:
-        Path(settings.sqlite_path).parent.mkdir(parents=True, exist_ok=True)
+    if settings.sqlite_path is not None:  # the store creates its file 0600, its directory 0700
         return SqliteMetadataStore(settings.sqlite_path)
     return PostgresMetadataStore(_libpq_url(settings.database_url))
 

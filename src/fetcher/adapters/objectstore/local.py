@@ -7,6 +7,10 @@ at the key (§4.3 step 5).
 Writes of the (≤ ~1 MiB) chunks are small synchronous ``os.write`` calls; the fsync and rename
 run in a worker thread that is always awaited to completion, so a cancellation can never race
 the cleanup. ``check`` is the §2.10 readiness probe (the directory is writable).
+
+§13 "Files": objects are created 0600 and the directories this process creates for them 0700,
+whatever the umask (the mode is set explicitly right after creation); directories that already
+exist are left as they are. :func:`make_private_dirs` is shared with the SQLite metadata store.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import TypeVar
 from fetcher.engine.errors import EngineError, ErrorCategory
 from fetcher.services.runtime_ports import ObjectWriter
 
-__all__ = ["LocalObjectStore", "map_local_errors"]
+__all__ = ["LocalObjectStore", "create_private_file", "make_private_dirs", "map_local_errors"]
 
 _T = TypeVar("_T")
 
@@ -36,6 +40,47 @@ CHECK_FAILED = "object storage is not writable"
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+#: §13 "Files".
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def make_private_dirs(path: str | os.PathLike[str]) -> None:
+    """Create ``path`` and its missing parents with mode 0700 (§13 "Files").
+
+    The umask can only remove bits from the ``mkdir`` mode, so a new directory is never more
+    open than 0700 even for an instant; ``fchmod`` then makes it exactly 0700. Directories that
+    already exist, including ones another process creates meanwhile, are left as they are.
+    """
+    missing: list[Path] = []
+    current = Path(path)
+    while not current.exists() and current.parent != current:
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:
+            if directory.is_dir():
+                continue
+            raise
+        fd = os.open(directory, _DIR_FLAGS)
+        try:
+            os.fchmod(fd, DIR_MODE)
+        finally:
+            os.close(fd)
+
+
+def create_private_file(path: str | os.PathLike[str], flags: int = _OPEN_FLAGS) -> int:
+    """``O_EXCL``-create ``path`` (never through a symbolic link) with mode exactly 0600."""
+    fd = os.open(path, flags | _NOFOLLOW, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)  # the umask may have removed owner bits
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @contextlib.contextmanager
@@ -66,10 +111,10 @@ class _TempObject:
     """One temporary file on its way to ``final``; tracks what cleanup must undo."""
 
     def __init__(self, final: Path) -> None:
-        final.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(final.parent)
         self.final = final
         self.temp = final.with_name(f".{final.name}.{secrets.token_hex(8)}.tmp")
-        self.fd: int | None = os.open(self.temp, _OPEN_FLAGS | _NOFOLLOW, 0o600)
+        self.fd: int | None = create_private_file(self.temp)  # the rename keeps the mode
 
     async def write(self, chunk: bytes) -> None:
         """Append ``chunk`` (the stored bytes) to the temporary file."""
@@ -180,8 +225,8 @@ class LocalObjectStore:
             await asyncio.to_thread(self._probe)
 
     def _probe(self) -> None:
-        self._root.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self._root)
         probe = self._root / f".readyz.{secrets.token_hex(8)}.tmp"
-        fd = os.open(probe, _OPEN_FLAGS | _NOFOLLOW, 0o600)
+        fd = create_private_file(probe)
         os.close(fd)
         probe.unlink()

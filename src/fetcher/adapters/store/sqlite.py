@@ -4,6 +4,10 @@ One stdlib ``sqlite3`` connection, used from worker threads (``asyncio.to_thread
 lock, in WAL mode with foreign keys on. Transactions are explicit (``BEGIN IMMEDIATE``);
 SQLite serializes write transactions, so the outbox rowid is the feed sequence. Driver errors
 become the port's errors in :func:`map_sqlite_errors`, and only there.
+
+§13 "Files": a new database file is created here with mode 0600 (its missing directories 0700)
+before SQLite opens it; SQLite gives the ``-wal`` and ``-shm`` files it creates the permissions
+of the main file, so they are 0600 too. An existing file keeps its mode.
 """
 
 # S608: SQL text is assembled only from this module's constants (column lists, directions,
@@ -23,6 +27,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from fetcher.adapters.objectstore.local import create_private_file, make_private_dirs
 from fetcher.adapters.store import _common as c
 from fetcher.services.ports import (
     ActiveDuplicateError,
@@ -201,7 +206,25 @@ class SqliteMetadataStore:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def _create_file(self) -> None:
+        """Create the database file 0600, and its missing directories 0700 (§13 "Files")."""
+        if self._path in ("", ":memory:"):
+            return
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        # SQLite follows symbolic links to the database; so does this, or a dangling link
+        # would let SQLite create its target with the default mode.
+        target = os.path.realpath(self._path)
+        try:
+            make_private_dirs(os.path.dirname(target))
+            os.close(create_private_file(target, flags))
+        except FileExistsError:
+            return
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise StoreUnavailableError(f"metadata store file not created: {reason}") from exc
+
     def _connect(self) -> sqlite3.Connection:
+        self._create_file()
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         try:
             conn.row_factory = _dict_row
