@@ -435,7 +435,9 @@ def _create_branch(kind: str) -> Schema:
         properties |= {"host": _HOST, "port": _PORT, "databaseName": _DATABASE_NAME}
         properties |= {"userName": _USER_NAME, "password": _PASSWORD}
         properties["ssl"] = _ssl(kind, SSL_MODES[kind])
-        required += ["host", "port", "userName", "password"]
+        # §2.5: MONGODB userName and password are optional together.
+        optional_credentials = kind == "MONGODB"
+        required += ["host", "port"] + ([] if optional_credentials else ["userName", "password"])
     properties["schema"] = _SCHEMA_FIELD if kind in _SCHEMA_TYPES else _NO_SCHEMA
     if kind == "ORACLE":
         metadata = _metadata(reserved=True)
@@ -445,13 +447,16 @@ def _create_branch(kind: str) -> Schema:
         required.append("metadata")
     else:
         properties["metadata"] = _nullable(_metadata(reserved=True))
-    return {
+    branch: Schema = {
         "title": f"{kind} connection",
         "type": "object",
         "additionalProperties": False,
         "required": required,
         "properties": properties,
     }
+    if kind == "MONGODB":
+        branch["dependentRequired"] = {"userName": ["password"], "password": ["userName"]}
+    return branch
 
 
 def connection_create_schema(types: Sequence[str]) -> Schema:
@@ -481,8 +486,8 @@ def connection_update_schema(types: Sequence[str]) -> Schema:
         "port": _PORT,
         "databaseName": database,
         "schema": _SCHEMA_FIELD,
-        "userName": _USER_NAME,
-        "password": _PASSWORD,
+        "userName": _nullable(_USER_NAME),  # null (with password) only for MONGODB (§2.5)
+        "password": _nullable(_PASSWORD),
         "ssl": _ssl(None, all_modes),
         "metadata": _nullable(_metadata(reserved=True)),
     }

@@ -84,6 +84,9 @@ SSL_FIELDS = ("mode", "ca", "cert", "key")
 SQLITE_LOCATION_MESSAGE = "databaseName must be a readable SQLite file in the allowed directory"
 
 _SQLITE = "SQLITE"
+_MONGODB = "MONGODB"
+#: §2.5: on MONGODB, ``userName`` and ``password`` are optional together.
+_CREDENTIALS = ("userName", "password")
 _SQLITE_ONLY_ABSENT = ("host", "port", "userName", "password")
 _NULLABLE = frozenset({"schema", "ssl", "metadata"})
 _SCHEMA_TYPES = frozenset({"POSTGRESQL", "SQL_SERVER", "ORACLE"})
@@ -284,9 +287,17 @@ def _stored_values(stored: ConnectionInput) -> dict[str, object]:
         "metadata": dict(stored.metadata) if stored.metadata else None,
     }
     values.update({k: v for k, v in optional.items() if v is not None})
-    if stored.type != _SQLITE:
+    if _password_stored(stored):
         values["password"] = stored.password if stored.password is not None else _KEPT
     return values
+
+
+def _password_stored(stored: ConnectionInput) -> bool:
+    """Whether the stored record holds a password: every type but SQLITE, except a MONGODB
+    connection stored without credentials (no ``userName``; the two go together, §2.5)."""
+    if stored.type == _SQLITE:
+        return False
+    return not (stored.type == _MONGODB and stored.user_name is None)
 
 
 def _merge(
@@ -296,7 +307,9 @@ def _merge(
     values = _stored_values(stored)
     null_errors: dict[str, str] = {}
     for name, value in body.items():
-        if value is None and name not in _NULLABLE:
+        if value is None and name in _CREDENTIALS and _merged_type(stored, body) == _MONGODB:
+            values.pop(name, None)  # §2.5: removed; the pair rule of ``_missing`` applies
+        elif value is None and name not in _NULLABLE:
             null_errors[name] = f"{name} cannot be null"
         elif value is None:
             values.pop(name, None)
@@ -308,6 +321,11 @@ def _merge(
             if name not in body:
                 values.pop(name, None)
     return values, null_errors
+
+
+def _merged_type(stored: ConnectionInput, body: Mapping[str, object]) -> str:
+    kind = body.get("type", stored.type)
+    return kind.strip() if isinstance(kind, str) else ""
 
 
 # --- the shared pipeline ------------------------------------------------------------------
@@ -340,11 +358,18 @@ def _missing(values: Mapping[str, object], ctx: _Context) -> list[str]:
     required = ["configName", "type", "host", "port", "databaseName", "userName", "password"]
     if kind == _SQLITE:
         required = [name for name in required if name not in _SQLITE_ONLY_ABSENT]
+    absent = [name for name in _CREDENTIALS if values.get(name) is None]
+    if kind == _MONGODB:
+        # §2.5: both absent → no authentication; exactly one → the other is missing, even
+        # when a PATCH cleared it with null.
+        required = [name for name in required if name not in _CREDENTIALS]
     missing = [
         name
         for name in required
         if not (ctx.sent is not None and name in ctx.sent) and _is_blank(values.get(name))
     ]
+    if kind == _MONGODB and len(absent) == 1:
+        missing.append(absent[0])
     ssl = values.get("ssl")
     if isinstance(ssl, dict) and ssl and ssl.get("mode") is None:
         missing.append("ssl.mode")
@@ -449,6 +474,8 @@ class _Checker:
             return None, None, None, None
         host = self.check("host", _host, self.values.get("host"))
         port = self.check("port", _port, self.values.get("port"))
+        if kind == _MONGODB and all(self.values.get(n) is None for n in _CREDENTIALS):
+            return host, port, None, None  # §2.5: a MONGODB connection without credentials
         user_name = self.check("userName", _user_name, self.values.get("userName"))
         password = self.check("password", _password, self.values.get("password"))
         return host, port, user_name, password

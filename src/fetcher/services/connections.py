@@ -505,7 +505,9 @@ class ConnectionService:
         sent_password = data.password if "password" in body else None
         ssl = data.ssl
         sent_key = (ssl.key if ssl else None) if "ssl" in body else None
-        kept_password = None if sqlite or sent_password else record.password_encrypted
+        kept_password = (  # a MONGODB PATCH may remove both credentials (§2.5)
+            None if sqlite or sent_password or data.user_name is None else record.password_encrypted
+        )
         kept_key = None if "ssl" in body or sqlite else record.ssl_key_encrypted
         if sent_password is None and sent_key is None:
             return kept_password, kept_key, record.encryption_key_version

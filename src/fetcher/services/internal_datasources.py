@@ -155,6 +155,7 @@ class _Definition:
                 internal=True,
                 connection_id=internal_connection_id(config_name),
             )
+        username, password = self._credentials(kind)
         return ConnectionDescriptor(
             config_name=config_name,
             type=kind,
@@ -162,13 +163,20 @@ class _Definition:
             port=self._port(kind),
             database=database,
             schema=self._schema(kind),
-            username=self.require("USER"),
-            password=self.require("PASSWORD"),
+            username=username,
+            password=password,
             ssl=self._tls(kind),
             metadata=metadata,
             internal=True,
             connection_id=internal_connection_id(config_name),
         )
+
+    def _credentials(self, kind: EngineType) -> tuple[str | None, str | None]:
+        """``USER`` and ``PASSWORD``: required, except on mongodb where they are optional
+        together (§9.4, §2.5); exactly one of them there → the other is required."""
+        if kind is EngineType.MONGODB and self.get("USER") is None and self.get("PASSWORD") is None:
+            return None, None
+        return self.require("USER"), self.require("PASSWORD")
 
     def _type(self) -> EngineType:
         raw = self.require("TYPE").upper()
