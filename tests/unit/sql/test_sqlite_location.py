@@ -94,12 +94,23 @@ async def test_symlink_leaving_the_allowed_dir_is_rejected(
     await assert_rejected(link, allowed_dir)
 
 
-async def test_symlink_inside_the_allowed_dir_is_accepted(
+async def test_symlink_as_last_component_is_rejected_even_inside_the_allowed_dir(
     database: Path, allowed_dir: Path
 ) -> None:
+    # §2.5.1 (version 2): the last component must not be a symbolic link.
     link = allowed_dir / "alias.db"
     link.symlink_to(database)
-    await open_and_probe(link, allowed_dir)
+    await assert_rejected(link, allowed_dir)
+
+
+async def test_symlinked_directory_inside_the_allowed_dir_is_followed(
+    allowed_dir: Path,
+) -> None:
+    real_sub = allowed_dir / "real"
+    real_sub.mkdir()
+    build_database(real_sub / "x.db")
+    (allowed_dir / "alias").symlink_to(real_sub)
+    await open_and_probe(allowed_dir / "alias" / "x.db", allowed_dir)
 
 
 async def test_recheck_catches_a_file_swapped_for_a_symlink(

@@ -1,13 +1,27 @@
 """The SQLite connector (embedded mode only): stdlib ``sqlite3`` in a worker thread.
 
 Contract: §2.5.1 (the location rules run again before every open), §2.9.1 (the ``file:`` URI
-with the percent-encoded path and ``?mode=ro``), §11.1 (read-only, ``SELECT 1`` probe),
-§11.3 (``sqlite_schema`` + ``pragma_table_info``, ``sqlite_*`` excluded), §11.4 (families from
-the declared type's affinity) and §5.3 (values).
+with the percent-encoded path and ``?mode=ro&nofollow=1``), §11.1 (read-only, ``SELECT 1``
+probe), §11.3 (``sqlite_schema`` + ``pragma_table_info``, ``sqlite_*`` excluded), §11.4
+(families from the declared type's affinity), §5.3 (values) and §13 "Blocking work".
+
+Symbolic links (§2.5.1, §2.9.1, issue 7): the last component of ``databaseName`` must not be a
+symbolic link, and a file swapped for one after the check must not be read. The check opens
+the file itself with ``O_NOFOLLOW`` and records its identity (device, inode) through ``fstat``
+on that descriptor. The URI carries ``nofollow=1`` as §2.9.1 prescribes, but the SQLite
+library's URI parser ignores that parameter (``SQLITE_OPEN_NOFOLLOW`` is only an
+``sqlite3_open_v2`` flag, which Python's ``sqlite3`` does not expose), so it is not relied on.
+The guard that holds is a verification after the open and the first page read, before any
+row leaves the connector: SQLite resolves every symbolic link of a path into the name it
+opens (``PRAGMA database_list``), which must equal the checked path, and that path must still
+be the same regular file, not a link. A mismatch closes the connection as a location failure.
+
+Blocking work (§13): every ``sqlite3`` call runs in this module's own bounded thread pool
+(never the default executor the metadata store uses), and a statement whose awaiting task is
+cancelled or times out is interrupted (``Connection.interrupt``), so the thread is released.
 
 Decisions where the contract is silent:
-* The URI is built from the *resolved* path (``os.path.realpath``) that passed the check, so a
-  symlink swapped in between the check and the open cannot redirect it.
+* The URI is built from the *resolved* path (``os.path.realpath``) that passed the check.
 * A "SQLite file" starts with the 16-byte header ``SQLite format 3\\0``; an empty file fails.
 * Values are the stored values (§5.3 by storage class): INTEGER → int, REAL → float (NaN and
   infinities as strings), TEXT → string, BLOB → base64. Two families refine this: a declared
@@ -22,14 +36,19 @@ Decisions where the contract is silent:
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import math
 import os
 import re
 import sqlite3
 import stat
+import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from types import TracebackType
@@ -59,8 +78,11 @@ from fetcher.engine.values import (
 __all__ = [
     "LOCATION_DETAIL",
     "SqliteConnector",
+    "SQLITE_READ_THREADS",
+    "CheckedFile",
     "check_location",
     "map_sqlite_errors",
+    "sqlite_busy_threads",
     "sqlite_family",
 ]
 
@@ -105,28 +127,73 @@ def _is_forbidden(real: str, info: os.stat_result, forbidden_paths: Sequence[str
     return False
 
 
-def check_location(path: str, allowed_dir: str | None, forbidden_paths: Sequence[str] = ()) -> str:
-    """§2.5.1: return the resolved path of a readable SQLite file inside ``allowed_dir``.
+@dataclass(frozen=True, slots=True)
+class CheckedFile:
+    """A file that passed §2.5.1: its resolved path and the identity the check saw."""
+
+    path: str
+    device: int
+    inode: int
+
+
+def _read_checked(real: str, forbidden_paths: Sequence[str]) -> CheckedFile:
+    """Open ``real`` without following a final symbolic link (``O_NOFOLLOW``; ``O_NONBLOCK`` so
+    a FIFO swapped in cannot hang the thread) and judge the descriptor, not the name."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(real, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or _is_forbidden(real, info, forbidden_paths):
+            raise _LocationRejected
+        if os.pread(fd, len(_SQLITE_HEADER), 0) != _SQLITE_HEADER:
+            raise _LocationRejected
+    finally:
+        os.close(fd)
+    return CheckedFile(real, info.st_dev, info.st_ino)
+
+
+def check_location(
+    path: str, allowed_dir: str | None, forbidden_paths: Sequence[str] = ()
+) -> CheckedFile:
+    """§2.5.1: the checked, resolved file of a readable SQLite database inside ``allowed_dir``.
 
     Raises ``_LocationRejected`` (never saying which rule failed) when ``path`` is not absolute,
-    resolves outside ``realpath(allowed_dir)`` (when set), is not a regular readable file with
-    the SQLite header, or is one of ``forbidden_paths``.
+    its last component is a symbolic link, it resolves outside ``realpath(allowed_dir)`` (when
+    set), or it is not a regular readable file with the SQLite header, or is one of
+    ``forbidden_paths``.
     """
     if not path or "\x00" in path or not os.path.isabs(path):
         raise _LocationRejected
-    real = os.path.realpath(path)
-    if allowed_dir is not None and not _inside(real, os.path.realpath(allowed_dir)):
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            raise _LocationRejected
+        real = os.path.realpath(path)
+        if allowed_dir is not None and not _inside(real, os.path.realpath(allowed_dir)):
+            raise _LocationRejected
+        return _read_checked(real, forbidden_paths)
+    except (OSError, ValueError) as exc:
+        raise _LocationRejected from exc
+
+
+def verify_opened(db: sqlite3.Connection, checked: CheckedFile) -> None:
+    """After the open and first page read: SQLite opened exactly the checked file.
+
+    SQLite resolves every symbolic link of the path into the name it opens, so a link swapped in
+    anywhere along the path after the check shows up as another name; the name must still be
+    the same regular file, not a link. Raises ``_LocationRejected``.
+    """
+    names = [row[2] for row in db.execute("PRAGMA database_list") if row[1] == "main"]
+    if names != [checked.path]:
         raise _LocationRejected
     try:
-        info = os.stat(real)
-        if not stat.S_ISREG(info.st_mode) or _is_forbidden(real, info, forbidden_paths):
-            raise _LocationRejected
-        with open(real, "rb") as handle:
-            if handle.read(len(_SQLITE_HEADER)) != _SQLITE_HEADER:
-                raise _LocationRejected
+        info = os.lstat(checked.path)
     except OSError as exc:
         raise _LocationRejected from exc
-    return real
+    if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (
+        checked.device,
+        checked.inode,
+    ):
+        raise _LocationRejected
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,6 +310,63 @@ def sqlite_param(value: object) -> object:
 # Blocking helpers (run in a worker thread)
 # --------------------------------------------------------------------------------------------
 
+#: §13 "Blocking work": the bound of the SQLite datasource read pool (per process).
+SQLITE_READ_THREADS = 4
+
+
+class _ReadPool:
+    """The SQLite datasource threads: created on first use, shared by every connector of the
+    process, separate from the default executor that the metadata store uses."""
+
+    def __init__(self, workers: int) -> None:
+        self._workers = workers
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self.busy = 0
+
+    def executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=self._workers, thread_name_prefix="fetcher-sqlite"
+                )
+            return self._executor
+
+    def run(self, fn: Callable[[], _T]) -> _T:
+        """In a pool thread: ``fn()``, counted while it runs."""
+        with self._lock:
+            self.busy += 1
+        try:
+            return fn()
+        finally:
+            with self._lock:
+                self.busy -= 1
+
+
+_POOL = _ReadPool(SQLITE_READ_THREADS)
+
+
+def sqlite_busy_threads() -> int:
+    """How many SQLite pool threads are running a call now (tests, diagnostics)."""
+    return _POOL.busy
+
+
+async def _in_pool(fn: Callable[[], _T]) -> _T:
+    """Run ``fn`` in the SQLite read pool."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, _POOL.run, fn)
+    return await loop.run_in_executor(_POOL.executor(), call)
+
+
+async def _finish_in_pool(fn: Callable[[], object]) -> None:
+    """Run a closing call in the pool and wait for it, even while the awaiting task is being
+    cancelled: it waits for the connection's mutex, which an interrupted statement still
+    holds for a moment, and it must run even if the caller stops waiting."""
+    future = _POOL.executor().submit(_POOL.run, fn)
+    with suppress(sqlite3.Error, asyncio.CancelledError):
+        await asyncio.shield(asyncio.wrap_future(future))
+
+
 _CATALOG_SQL = """
 SELECT s.name, p.name, p.type
 FROM main.sqlite_schema AS s
@@ -257,9 +381,10 @@ def _decode_text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def _open(path: str) -> sqlite3.Connection:
-    """§2.9.1: ``file:`` + the percent-encoded path + ``?mode=ro``, as a URI."""
-    uri = "file:" + urllib.parse.quote(path) + "?mode=ro"
+def _open(checked: CheckedFile) -> sqlite3.Connection:
+    """§2.9.1: ``file:`` + the percent-encoded path + ``?mode=ro&nofollow=1``, as a URI; then
+    the first page read and :func:`verify_opened`, before anything is read from the file."""
+    uri = "file:" + urllib.parse.quote(checked.path) + "?mode=ro&nofollow=1"
     db = sqlite3.connect(
         uri,
         uri=True,
@@ -271,6 +396,7 @@ def _open(path: str) -> sqlite3.Connection:
         db.text_factory = _decode_text
         db.execute("PRAGMA query_only = ON")
         db.execute("SELECT 1 FROM main.sqlite_schema LIMIT 1").fetchall()
+        verify_opened(db, checked)
     except BaseException:
         db.close()
         raise
@@ -325,14 +451,13 @@ class SqliteConnector:
     async def __aenter__(self) -> Self:
         """§2.5.1: the location rules run again before the open; a failure is a connect
         failure whose detail never says whether the file exists."""
+        database, allowed, forbidden = self._connection.database, self._allowed_dir, self._forbidden
         try:
-            path = await asyncio.to_thread(
-                check_location, self._connection.database, self._allowed_dir, self._forbidden
-            )
+            checked = await _in_pool(lambda: check_location(database, allowed, forbidden))
+            with map_sqlite_errors(Phase.CONNECT, self._name):
+                self._db = await _in_pool(lambda: _open(checked))
         except _LocationRejected:
             raise engine_error(Phase.CONNECT, self._name, LOCATION_DETAIL) from None
-        with map_sqlite_errors(Phase.CONNECT, self._name):
-            self._db = await asyncio.to_thread(_open, path)
         return self
 
     async def __aexit__(
@@ -343,8 +468,7 @@ class SqliteConnector:
     ) -> None:
         db, self._db = self._db, None
         if db is not None:
-            with suppress(sqlite3.Error):
-                db.close()
+            await _finish_in_pool(db.close)
 
     def _require(self, phase: Phase) -> sqlite3.Connection:
         if self._db is None:
@@ -354,11 +478,13 @@ class SqliteConnector:
     async def _call(
         self, db: sqlite3.Connection, seconds: float | None, fn: Callable[[], _T]
     ) -> _T:
-        """Run ``fn`` in a thread; after ``seconds`` the running statement is interrupted."""
+        """Run ``fn`` in the SQLite read pool. When ``seconds`` pass, or the awaiting task is
+        cancelled (a job's deadline, fail-fast, shutdown), the running statement is interrupted
+        so that the pool thread is released instead of finishing a query nobody awaits."""
         try:
             async with asyncio.timeout(seconds):
-                return await asyncio.to_thread(fn)
-        except TimeoutError:
+                return await _in_pool(fn)
+        except (TimeoutError, asyncio.CancelledError):
             db.interrupt()
             raise
 
@@ -402,4 +528,4 @@ class SqliteConnector:
                         for row in batch
                     ]
             finally:
-                cursor.close()
+                await _finish_in_pool(cursor.close)
