@@ -20,8 +20,11 @@ __all__ = [
     "DISCOVERY_TIMEOUT_SECONDS",
     "Phase",
     "engine_error",
+    "oracle_owner_excluded",
+    "oracle_table_excluded",
     "postgres_schema_excluded",
     "postgres_table_excluded",
+    "sqlserver_schema_excluded",
     "sqlite_name_excluded",
     "translate_errors",
 ]
@@ -104,3 +107,38 @@ def postgres_table_excluded(table: str) -> bool:
 def sqlite_name_excluded(name: str) -> bool:
     """§11.3: SQLite names starting ``sqlite_`` (SQLite reserves them case-insensitively)."""
     return name.casefold().startswith("sqlite_")
+
+
+#: §11.3: SQL Server system schemas (``db_*`` is matched by prefix).
+_MSSQL_SYSTEM_SCHEMAS = frozenset({"sys", "information_schema", "guest"})
+
+
+def sqlserver_schema_excluded(schema: str) -> bool:
+    """§11.3: ``sys``, ``INFORMATION_SCHEMA``, ``db_*`` and ``guest`` are never discovered.
+
+    Compared case-insensitively: under the usual case-insensitive catalog collation ``SYS`` and
+    ``sys`` name the same schema."""
+    folded = schema.casefold()
+    return folded in _MSSQL_SYSTEM_SCHEMAS or folded.startswith("db_")
+
+
+#: §11.3: Oracle-maintained owners (``APEX_*`` is matched by prefix).
+_ORACLE_SYSTEM_OWNERS = frozenset(
+    {
+        "SYS", "SYSTEM", "OUTLN", "XDB", "MDSYS", "CTXSYS", "DBSNMP", "WMSYS", "EXFSYS",
+        "ORDSYS", "ORDDATA", "ORDPLUGINS", "SI_INFORMTN_SCHEMA", "APEX_PUBLIC_USER",
+        "FLOWS_FILES", "ANONYMOUS",
+    }
+)  # fmt: skip
+#: §11.3: prefixes of Oracle system table names.
+_ORACLE_SYSTEM_PREFIXES = ("LOGMNR", "REDO_", "MVIEW$", "AQ$", "DEF$", "REPCAT$", "SQLPLUS_")
+
+
+def oracle_owner_excluded(owner: str) -> bool:
+    """§11.3: the Oracle-maintained owners and ``APEX_*`` are never discovered."""
+    return owner in _ORACLE_SYSTEM_OWNERS or owner.startswith("APEX_")
+
+
+def oracle_table_excluded(name: str) -> bool:
+    """§11.3: names containing ``$``, the system prefixes, and ``PLAN_TABLE``."""
+    return "$" in name or name.startswith(_ORACLE_SYSTEM_PREFIXES) or name == "PLAN_TABLE"
