@@ -20,6 +20,7 @@ __all__ = [
     "DISCOVERY_TIMEOUT_SECONDS",
     "Phase",
     "engine_error",
+    "mysql_schema_excluded",
     "oracle_owner_excluded",
     "oracle_table_excluded",
     "postgres_schema_excluded",
@@ -92,6 +93,17 @@ def translate_errors(
         raise
     except caught as exc:
         raise engine_error(phase, datasource, _detail(exc)) from exc
+
+
+#: §11.3: MySQL/MariaDB system schemas (database names; compared case-insensitively, as
+#: MySQL does for ``information_schema`` and on case-insensitive file systems).
+_MYSQL_SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+
+
+def mysql_schema_excluded(schema: str) -> bool:
+    """§11.3: ``mysql``, ``information_schema``, ``performance_schema`` and ``sys`` are never
+    discovered."""
+    return schema.casefold() in _MYSQL_SYSTEM_SCHEMAS
 
 
 def postgres_schema_excluded(schema: str) -> bool:
