@@ -6,8 +6,10 @@ Stored formats:
   key, no AAD. :func:`encrypt_object` builds it in one shot; :class:`ObjectEncryptor` builds the
   identical bytes incrementally with memory bounded by the chunk size.
 * Credential (§6.4): the same layout under the credentials key, AAD = the connection ID (UTF-8).
-* Spool chunk (§4.3.1): raw ``nonce(12) ‖ ciphertext ‖ tag(16)`` under an ephemeral key, with a
-  fresh random nonce per chunk.
+* Spool chunk (§4.3.1, §13 "Spool integrity"): raw ``nonce(12) ‖ ciphertext ‖ tag(16)`` under an
+  ephemeral key, with a fresh random nonce per chunk and AAD = :func:`spool_chunk_aad` (the
+  chunk's index and a final-chunk flag), so chunks cannot be reordered, dropped or truncated
+  undetected.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "new_ephemeral_key",
     "open_chunk",
     "seal_chunk",
+    "spool_chunk_aad",
 ]
 
 KEY_SIZE = 32
@@ -256,11 +259,28 @@ def new_ephemeral_key() -> bytes:
     return secrets.token_bytes(KEY_SIZE)
 
 
-def seal_chunk(key: bytes, data: bytes) -> bytes:
-    """Encrypt one spool chunk: raw ``nonce(12) ‖ ct ‖ tag(16)``, fresh random nonce (§4.3.1)."""
-    return _seal(key, data, None, None)
+#: Domain label of the spool-chunk AAD, so a chunk can never pass for another kind of blob.
+_SPOOL_AAD_LABEL = b"fetcher-spool-chunk-v1"
 
 
-def open_chunk(key: bytes, blob: bytes) -> bytes:
-    """Decrypt a :func:`seal_chunk` blob; raises :class:`DecryptionError` on any failure."""
-    return _open(key, blob, None)
+def spool_chunk_aad(index: int, final: bool) -> bytes:
+    """The AAD of spool chunk ``index`` (§13): label ‖ index (8 bytes, big-endian) ‖ final flag.
+
+    Binding the position makes a reordered or dropped chunk fail authentication; binding the
+    flag makes a spool cut after a non-final chunk, or extended past the final one, detectable.
+    """
+    if index < 0:
+        raise ValueError("chunk index must be non-negative")
+    return _SPOOL_AAD_LABEL + index.to_bytes(8, "big") + (b"\x01" if final else b"\x00")
+
+
+def seal_chunk(key: bytes, data: bytes, *, index: int, final: bool) -> bytes:
+    """Encrypt spool chunk ``index``: raw ``nonce(12) ‖ ct ‖ tag(16)``, fresh random nonce and
+    AAD = :func:`spool_chunk_aad` (§4.3.1, §13)."""
+    return _seal(key, data, spool_chunk_aad(index, final), None)
+
+
+def open_chunk(key: bytes, blob: bytes, *, index: int, final: bool) -> bytes:
+    """Decrypt a :func:`seal_chunk` blob expected at ``index`` (``final`` when it must be the
+    last); raises :class:`DecryptionError` on any failure, a wrong position included."""
+    return _open(key, blob, spool_chunk_aad(index, final))

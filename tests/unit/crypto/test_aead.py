@@ -281,20 +281,20 @@ def test_spool_chunk_round_trip() -> None:
     key = new_ephemeral_key()
     assert len(key) == 32
     assert new_ephemeral_key() != key
-    blob = seal_chunk(key, b"row data")
+    blob = seal_chunk(key, b"row data", index=0, final=True)
     assert len(blob) == 12 + 8 + 16
     assert b"row data" not in blob
-    assert open_chunk(key, blob) == b"row data"
-    assert seal_chunk(key, b"row data")[:12] != blob[:12]  # fresh nonce per chunk
+    assert open_chunk(key, blob, index=0, final=True) == b"row data"
+    assert seal_chunk(key, b"row data", index=0, final=True)[:12] != blob[:12]  # fresh nonce
 
 
 def test_spool_chunk_tamper_and_wrong_key() -> None:
     key = new_ephemeral_key()
-    blob = bytearray(seal_chunk(key, b"row data"))
+    blob = bytearray(seal_chunk(key, b"row data", index=0, final=True))
     with pytest.raises(DecryptionError):
-        open_chunk(new_ephemeral_key(), bytes(blob))
+        open_chunk(new_ephemeral_key(), bytes(blob), index=0, final=True)
     blob[20] ^= 0x01
     with pytest.raises(DecryptionError):
-        open_chunk(key, bytes(blob))
+        open_chunk(key, bytes(blob), index=0, final=True)
     with pytest.raises(DecryptionError):
-        open_chunk(key, b"short")
+        open_chunk(key, b"short", index=0, final=True)
