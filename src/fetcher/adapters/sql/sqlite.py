@@ -11,10 +11,13 @@ the file itself with ``O_NOFOLLOW`` and records its identity (device, inode) thr
 on that descriptor. The URI carries ``nofollow=1`` as §2.9.1 prescribes, but the SQLite
 library's URI parser ignores that parameter (``SQLITE_OPEN_NOFOLLOW`` is only an
 ``sqlite3_open_v2`` flag, which Python's ``sqlite3`` does not expose), so it is not relied on.
-The guard that holds is a verification after the open and the first page read, before any
-row leaves the connector: SQLite resolves every symbolic link of a path into the name it
-opens (``PRAGMA database_list``), which must equal the checked path, and that path must still
-be the same regular file, not a link. A mismatch closes the connection as a location failure.
+What holds instead: SQLite's unix VFS resolves every symbolic link of a path into the name it
+opens (``PRAGMA database_list``) and then opens that name with ``O_NOFOLLOW``; after the open
+and the first page read, before any row leaves the connector, :func:`verify_opened` requires
+that name to equal the checked path and the path to still be the same regular file (device,
+inode), not a link. A mismatch closes the connection as a location failure. What remains is
+an intermediate directory swapped for a link and restored again inside the microseconds
+between SQLite's name resolution and its ``open``; a file-level swap at any time is refused.
 
 Blocking work (§13): every ``sqlite3`` call runs in this module's own bounded thread pool
 (never the default executor the metadata store uses), and a statement whose awaiting task is
