@@ -82,6 +82,7 @@ __all__ = [
     "coerce_filters",
     "encode_bson",
     "filter_to_bson",
+    "flatten_filter",
     "map_mongo_errors",
     "mongo_type_of",
     "sample_size",
@@ -474,6 +475,22 @@ def coerce_filters(filters: Sequence[BoundFieldFilter]) -> tuple[BoundFieldFilte
     )
 
 
+def flatten_filter(document: dict[str, Any]) -> dict[str, Any]:
+    """``{"$and": [{a: …}, {b: …}]}`` → ``{a: …, b: …}`` when every part names its own
+    plain field: the same conjunction in MongoDB (top-level fields are ANDed), in the flat form
+    every server plans best (nx-27017, the test server, mis-reads ``{f: null}`` inside
+    ``$and``). Any other shape is returned unchanged."""
+    parts = document.get("$and")
+    if len(document) != 1 or not isinstance(parts, list):
+        return document
+    flat: dict[str, Any] = {}
+    for part in parts:
+        if not isinstance(part, dict) or any(k.startswith("$") or k in flat for k in part):
+            return document
+        flat.update(part)
+    return flat
+
+
 def _projection(query: TableQuery) -> dict[str, int] | None:
     """§3.2: named fields only (``_id`` only when named); ``None`` for ``*``."""
     if _is_wildcard(query):
@@ -588,7 +605,8 @@ class MongoConnector:
         projection = _projection(query)
         names = tuple(column.name for column in query.columns)
         with map_mongo_errors(Phase.QUERY, self._name):
-            find_filter = filter_to_bson(render_mongo_filter(coerce_filters(query.filters)))
+            rendered = render_mongo_filter(coerce_filters(query.filters))
+            find_filter = flatten_filter(filter_to_bson(rendered))
             cursor = db[query.table.name].find(find_filter, projection, batch_size=self._batch_size)
             try:
                 while documents := await cursor.to_list(self._batch_size):
