@@ -36,14 +36,15 @@ INSERT INTO bench
 WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows})
 SELECT n, n * 1000003, ROUND(n / 7, 2), n / 3, CONCAT('name ', n),
        TIMESTAMPADD(SECOND, n, '2024-01-01 00:00:00.123456'),
-       TIMESTAMPADD(SECOND, n, '2024-01-01 00:00:00'), DATE_ADD('2000-01-01', INTERVAL n % 9000 DAY),
+       TIMESTAMPADD(SECOND, n, '2024-01-01 00:00:00'),
+       DATE_ADD('2000-01-01', INTERVAL n % 9000 DAY),
        JSON_OBJECT('n', n, 'tags', JSON_ARRAY('a', 'b')), UNHEX(MD5(n))
 FROM seq
 """
 
 
 async def _setup(database: str) -> None:
-    import asyncmy  # type: ignore[import-untyped]
+    import asyncmy
 
     conn = await asyncmy.connect(**SERVER)
     async with conn.cursor() as cursor:
@@ -67,7 +68,7 @@ async def _drop(database: str) -> None:
 
 async def _asyncmy(database: str) -> int:
     import asyncmy
-    from asyncmy.cursors import SSCursor  # type: ignore[import-untyped]
+    from asyncmy.cursors import SSCursor
 
     conn = await asyncmy.connect(**SERVER, database=database)
     count = 0
@@ -82,7 +83,7 @@ async def _asyncmy(database: str) -> int:
 
 
 async def _aiomysql(database: str) -> int:
-    import aiomysql  # type: ignore[import-untyped]
+    import aiomysql  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
     conn = await aiomysql.connect(**SERVER, db=database)
     count = 0
@@ -117,8 +118,11 @@ async def main() -> None:
     finally:
         await _drop(database)
     for name, speeds in results.items():
-        print(f"{name:9s} best {max(speeds):>10,.0f} rows/s  (runs: "
-              + ", ".join(f"{s:,.0f}" for s in speeds) + f"; {ROWS:,} rows, batch {BATCH})")
+        print(
+            f"{name:9s} best {max(speeds):>10,.0f} rows/s  (runs: "
+            + ", ".join(f"{s:,.0f}" for s in speeds)
+            + f"; {ROWS:,} rows, batch {BATCH})"
+        )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ compare what the connector returns with what this module says it must return:
   dialect, ``;``, ``--`` and ``%s``;
 * ``contract_empty``: no rows;
 * ``contract_view``: a view over ``contract_items`` (``id``, ``txt``), where the engine has views;
-* ``contract_bulk``: ``BULK_ROWS`` wide rows, more than socket buffers hold, so that a
+* ``contract_bulk``: ``BULK_ROWS`` wide rows (20 MB), more than socket buffers hold, so that a
   server-side cursor is observable from another session while the stream is paused.
 
 Values are canonical Python values (``int``, ``Decimal``, ``float``, ``bool``, ``str``,
@@ -44,7 +44,7 @@ INJECTION_COLUMN = "c\"o'l; DROP--`]%s"
 ITEM_ROWS = 45
 SMALL_BATCH = 7
 BULK_ROWS = 20_000
-BULK_PAD = 200
+BULK_PAD = 1000
 
 HOSTILE = "'; DROP TABLE contract_items; --"
 TRICKY_TEXT: tuple[str | None, ...] = (

@@ -41,6 +41,8 @@ async def test_a_large_table_streams_through_a_server_side_cursor(harness: Harne
         stream = connector.stream(TableQuery(table, table.columns))
         async for batch in stream:
             if batches == 0:
+                # The consumer is busy elsewhere: the event loop is free to read the socket.
+                await asyncio.sleep(0.5)
                 await harness.engine.assert_streaming(harness.loaded)
             batches += 1
             total += len(batch)

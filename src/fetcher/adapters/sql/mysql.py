@@ -1,0 +1,576 @@
+"""The MySQL/MariaDB connector: asyncmy, async (contract §2.9.1, §3.3, §3.4, §5.3, §11).
+
+* Driver: asyncmy, the faster of asyncmy and aiomysql on the same extraction
+  (``bench/mysql_drivers.py``: about 7× the rows per second through an unbuffered cursor).
+* Connect (§2.9.1, §11.1): keyword arguments only; the SSRF guard's pinned address is dialled as
+  the host, and the original name is kept for TLS SNI and hostname checks (``_PinnedNameContext``);
+  ``local_infile=False``; 10 s timeout. The session then runs ``SET SESSION TRANSACTION READ
+  ONLY`` and sets ``time_zone='+00:00'`` and ``sql_mode`` without ``NO_BACKSLASH_ESCAPES`` (so
+  ``ESCAPE '\\\\'`` and the driver's backslash escaping keep their meaning, §3.4).
+* TLS (§11.2): ``false``/empty → none; ``true`` → verified (``ssl.ca`` or the system store) with
+  the hostname checked; ``skip-verify`` → unverified; both then require TLS to be active on the
+  session (the server advertised ``CLIENT.SSL`` and the transport is an SSL transport), else
+  the connect fails. ``preferred`` → unverified TLS when the server offers it, else plaintext.
+  ``ssl.cert``/``ssl.key`` → the client certificate of the SSLContext, loaded from 0600
+  ``O_EXCL`` files in ``/dev/shm`` that are unlinked right after loading.
+* Discovery (§3.3, §11.3): ``information_schema.TABLES``/``COLUMNS`` of ``DATABASE()`` (base
+  tables, views, system-versioned tables); the system schemas are never discovered. MariaDB's
+  ``json`` is ``LONGTEXT`` with a ``json_valid(`c`)`` check constraint: such columns are found
+  through ``information_schema.CHECK_CONSTRAINTS`` and get the json family (§5.3).
+* Streaming: an unbuffered ``SSCursor`` and ``fetchmany(batch_size)``; never a full fetch. A
+  stream that stops early (cancelled, closed, failed) closes the socket instead of draining the
+  rest of the result, which is what an unbuffered cursor's ``close`` would do.
+* Values (§5.3): DECIMAL, DATE, DATETIME, TIMESTAMP and TIME arrive as the server's text (the
+  driver's decoders for them are removed), so decimals keep their exact digits and scale, zero
+  dates stay ``0000-00-00``/``0000-00-00 00:00:00``, and timestamps are rewritten to RFC 3339
+  by slicing; JSON is parsed with exact numbers; binary strings, BLOBs and BIT are base64; YEAR
+  is an integer; ENUM and SET are strings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import ssl
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Self
+from uuid import UUID
+
+import asyncmy
+from asyncmy import errors as mysql_errors
+from asyncmy.constants import CLIENT, FIELD_TYPE
+from asyncmy.converters import conversions as _stock_conversions
+from asyncmy.cursors import SSCursor
+
+from fetcher.adapters.sql._common import (
+    CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_BATCH_SIZE,
+    DISCOVERY_TIMEOUT_SECONDS,
+    Phase,
+    engine_error,
+    mysql_schema_excluded,
+    translate_errors,
+)
+from fetcher.engine.document import RowBatch
+from fetcher.engine.filters.sql import dialect_for, render_select
+from fetcher.engine.model import ConnectionDescriptor, TlsSettings
+from fetcher.engine.ports import Row, TableQuery
+from fetcher.engine.types import Column, DiscoveredSchema, EngineType, TableSchema, TypeFamily
+from fetcher.engine.values import encode_bytes, encode_value, parse_json_exact
+
+__all__ = [
+    "MysqlConnector",
+    "build_tls_context",
+    "datetime_text",
+    "map_mysql_errors",
+    "mysql_family",
+    "select_sql",
+    "time_text",
+    "tls_active",
+]
+
+DEFAULT_PORT = 3306
+
+#: ``asyncmy.Connection`` (untyped): built directly so that a failed connect still tells which
+#: capabilities the server's greeting offered (mode ``preferred``, §11.2).
+_new_connection: Callable[..., Any] = asyncmy.Connection
+
+_DRIVER_ERRORS: tuple[type[Exception], ...] = (mysql_errors.MySQLError, UnicodeError)
+
+
+@contextmanager
+def map_mysql_errors(phase: Phase, datasource: str) -> Iterator[None]:
+    """Translate asyncmy, socket, decoding and timeout failures into the §4.5 ``EngineError``."""
+    with translate_errors(phase, datasource, _DRIVER_ERRORS):
+        yield
+
+
+# --------------------------------------------------------------------------------------------
+# Type families (§11.4)
+# --------------------------------------------------------------------------------------------
+
+_FAMILY_BY_TYPE: dict[str, TypeFamily] = {
+    **dict.fromkeys(
+        ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"),
+        TypeFamily.INTEGER,
+    ),
+    **dict.fromkeys(("decimal", "numeric"), TypeFamily.DECIMAL),
+    **dict.fromkeys(("float", "double", "real", "double precision"), TypeFamily.FLOAT),
+    **dict.fromkeys(
+        ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"),
+        TypeFamily.TEXT,
+    ),
+    "date": TypeFamily.DATE,
+    "datetime": TypeFamily.TIMESTAMP,
+    "timestamp": TypeFamily.TIMESTAMPTZ,
+    "time": TypeFamily.TIME,
+    "json": TypeFamily.JSON,
+    **dict.fromkeys(
+        ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "bit"),
+        TypeFamily.BYTES,
+    ),
+}
+
+
+def mysql_family(data_type: str, *, json_checked: bool = False) -> TypeFamily:
+    """§11.4: the family of ``information_schema.COLUMNS.DATA_TYPE``; ``tinyint(1)`` stays an
+    integer; a MariaDB ``longtext`` with a ``json_valid`` check is json (§5.3)."""
+    if json_checked:
+        return TypeFamily.JSON
+    return _FAMILY_BY_TYPE.get(data_type.lower(), TypeFamily.OTHER)
+
+
+# --------------------------------------------------------------------------------------------
+# Values (§5.3)
+# --------------------------------------------------------------------------------------------
+
+#: The driver's conversions (its encoders, keyed by Python type, and decoders, keyed by field
+#: type) without the decoders for DECIMAL, dates, times and JSON: those values arrive as the
+#: server's text, which ``_converter`` finishes (exact decimals, zero dates kept).
+_TEXT_FIELDS = frozenset(
+    {
+        FIELD_TYPE.DECIMAL,
+        FIELD_TYPE.NEWDECIMAL,
+        FIELD_TYPE.DATE,
+        FIELD_TYPE.DATETIME,
+        FIELD_TYPE.TIMESTAMP,
+        FIELD_TYPE.TIME,
+        FIELD_TYPE.JSON,
+    }
+)
+_CONVERSIONS: dict[Any, Any] = {
+    key: fn
+    for key, fn in _stock_conversions.items()
+    if not (isinstance(key, int) and key in _TEXT_FIELDS)
+}
+
+
+def datetime_text(value: str) -> str:
+    """A DATETIME/TIMESTAMP text in the UTC session → RFC 3339 UTC with ``Z`` and the fraction's
+    trailing zeros removed (§5.3). Zero dates and dates with a zero month or day (allowed by
+    lax ``sql_mode``) are outside years 1..9999 and keep the engine's text."""
+    if value[:4] == "0000" or value[5:7] == "00" or value[8:10] == "00":
+        return value
+    if len(value) == 19:
+        return value[:10] + "T" + value[11:] + "Z"
+    fraction = value[20:].rstrip("0")
+    return value[:10] + "T" + value[11:19] + ("." + fraction if fraction else "") + "Z"
+
+
+def time_text(value: str) -> str:
+    """TIME text (``[-]HHH:MM:SS[.ffffff]``, possibly negative or past 24 h) with the fraction's
+    trailing zeros removed (§5.3); the server already prints at least two hour digits."""
+    if "." in value:
+        return value.rstrip("0").rstrip(".")
+    return value
+
+
+def _json(value: object) -> object:
+    """JSON text parsed with exact numbers; text that is not JSON (a MariaDB ``longtext``
+    whose check was dropped later) stays a string."""
+    try:
+        return parse_json_exact(value if isinstance(value, str | bytes) else str(value))
+    except ValueError:
+        return value
+
+
+def _other(value: object) -> object:
+    if isinstance(value, bytes | bytearray):
+        return encode_bytes(value)
+    return encode_value(value)
+
+
+_CONVERTERS: dict[TypeFamily, Callable[[Any], object]] = {
+    TypeFamily.TIMESTAMP: datetime_text,
+    TypeFamily.TIMESTAMPTZ: datetime_text,
+    TypeFamily.TIME: time_text,
+    TypeFamily.JSON: _json,
+    TypeFamily.BYTES: encode_bytes,
+    TypeFamily.OTHER: _other,
+}
+
+
+def _converter(column: Column) -> Callable[[Any], object] | None:
+    """How one column's non-null values are finished; ``None``: the driver value is final
+    (integers, floats, text, and DECIMAL/DATE text, which already is the §5.3 string)."""
+    return _CONVERTERS.get(column.family)
+
+
+def _convert_column(values: Sequence[Any], convert: Callable[[Any], object]) -> list[object]:
+    return [None if value is None else convert(value) for value in values]
+
+
+def _columns(
+    rows: Sequence[Sequence[Any]],
+    width: int,
+    converters: Sequence[tuple[int, Callable[[Any], object]]],
+) -> list[Sequence[object]]:
+    columns: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else [()] * width
+    for index, convert in converters:
+        columns[index] = _convert_column(columns[index], convert)
+    return columns
+
+
+def mysql_param(value: object) -> object:
+    """A bound filter value as asyncmy escapes it: aware datetimes as naive UTC (the session
+    time zone is UTC), UUIDs as text; everything else as is."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC).replace(tzinfo=None)
+    if isinstance(value, UUID):
+        return str(value)
+    return value
+
+
+def select_sql(query: TableQuery) -> tuple[str, tuple[object, ...]]:
+    """The rendered ``SELECT`` (backtick-quoted ``database``.``table``, ``%`` doubled inside
+    identifiers) and its parameters as a tuple: asyncmy applies ``%`` formatting whenever
+    parameters are given, so an empty tuple still turns ``%%`` back into ``%``."""
+    sql, params = render_select(
+        dialect_for(EngineType.MYSQL),
+        query.table.schema,
+        query.table.name,
+        query.columns,
+        query.filters,
+    )
+    return sql, tuple(mysql_param(value) for value in params)
+
+
+# --------------------------------------------------------------------------------------------
+# TLS (§11.2)
+# --------------------------------------------------------------------------------------------
+
+#: Modes that require TLS to be active once connected.
+_TLS_REQUIRED = frozenset({"true", "skip-verify"})
+_TLS_MODES = frozenset({"", "false", "true", "skip-verify", "preferred"})
+
+
+class _PinnedNameContext(ssl.SSLContext):
+    """An SSLContext that presents ``sni_name`` (the connection's host name) for SNI and
+    hostname verification, whatever host the driver dialled: with the SSRF guard the driver
+    dials the pinned IP, and the name is never resolved again (§2.9.1 rule 3)."""
+
+    sni_name: str | None = None
+
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        name = self.sni_name if self.sni_name else server_hostname
+        return super().wrap_bio(incoming, outgoing, server_side, name, session)
+
+
+def _secret_dir() -> str:
+    shm = "/dev/shm"  # noqa: S108 - tmpfs on purpose (§11.2); files are O_EXCL and 0600
+    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return tempfile.gettempdir()
+
+
+@contextmanager
+def _pem_files(*pems: str) -> Iterator[list[str]]:
+    """Each PEM in a fresh 0600 ``O_EXCL`` file (tmpfs when available), unlinked on exit."""
+    paths: list[str] = []
+    try:
+        for pem in pems:
+            path = os.path.join(_secret_dir(), f"fetcher-{secrets.token_hex(16)}.pem")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(path, flags, 0o600)
+            paths.append(path)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(pem)
+        yield paths
+    finally:
+        for path in paths:
+            with suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+def build_tls_context(tls: TlsSettings | None, host: str | None) -> ssl.SSLContext | None:
+    """The SSLContext of §11.2 for ``tls`` (``None``: no TLS). ``host`` is the name used for SNI
+    and, in mode ``true``, the hostname check. Raises ``ValueError`` for an unknown mode."""
+    mode = tls.mode if tls is not None and tls.mode else ""
+    if mode not in _TLS_MODES:
+        raise ValueError(f"unsupported ssl.mode for MYSQL: {mode!r}")
+    if tls is None or mode in {"", "false"}:
+        return None
+    context = _PinnedNameContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.sni_name = host
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if mode == "true":
+        context.check_hostname = True
+        context.verify_mode = ssl.CERT_REQUIRED
+        if tls.ca:
+            context.load_verify_locations(cadata=tls.ca)
+        else:
+            context.load_default_certs()
+    else:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if tls.cert:
+        with _pem_files(tls.cert, *([tls.key] if tls.key else [])) as paths:
+            context.load_cert_chain(paths[0], paths[1] if len(paths) > 1 else None)
+    return context
+
+
+def tls_active(conn: Any) -> bool:
+    """§11.2: the server advertised ``CLIENT.SSL`` and the session's transport is encrypted, so
+    a stripped capability flag cannot leave a ``true``/``skip-verify`` session in plaintext."""
+    transport = getattr(conn, "_transport", None)
+    capabilities = int(getattr(conn, "server_capabilities", 0) or 0)
+    encrypted = transport is not None and transport.get_extra_info("ssl_object") is not None
+    return bool(capabilities & CLIENT.SSL) and encrypted
+
+
+# --------------------------------------------------------------------------------------------
+# SQL
+# --------------------------------------------------------------------------------------------
+
+#: §11.1: read-only, UTC, and backslash escapes kept (§3.4). The ``sql_mode`` expression drops
+#: the one flag and leaves every other flag the server or account set.
+_SESSION_SQL = (
+    "SET SESSION TRANSACTION READ ONLY",
+    "SET SESSION time_zone = '+00:00', SESSION sql_mode = TRIM(BOTH ',' FROM "
+    "REPLACE(CONCAT(',', @@SESSION.sql_mode, ','), ',NO_BACKSLASH_ESCAPES,', ','))",
+)
+
+_CATALOG_SQL = """
+SELECT t.TABLE_NAME, c.COLUMN_NAME, c.DATA_TYPE
+FROM information_schema.TABLES AS t
+LEFT JOIN information_schema.COLUMNS AS c
+       ON c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME
+WHERE t.TABLE_SCHEMA = DATABASE()
+  AND t.TABLE_TYPE IN ('BASE TABLE', 'VIEW', 'SYSTEM VERSIONED')
+ORDER BY t.TABLE_NAME, c.ORDINAL_POSITION
+"""
+
+#: MariaDB only (MySQL's CHECK_CONSTRAINTS has no TABLE_NAME, and MySQL has a real JSON type).
+_JSON_CHECKS_SQL = """
+SELECT TABLE_NAME, CHECK_CLAUSE
+FROM information_schema.CHECK_CONSTRAINTS
+WHERE CONSTRAINT_SCHEMA = DATABASE() AND CHECK_CLAUSE LIKE 'json\\\\_valid(%'
+"""
+
+_JSON_VALID = re.compile(r"json_valid\(`((?:[^`]|``)+)`\)", re.IGNORECASE)
+
+
+def json_checked_column(clause: str) -> str | None:
+    """The column of a MariaDB ``json_valid(`c`)`` check clause, or ``None``."""
+    match = _JSON_VALID.fullmatch(clause.strip())
+    return match.group(1).replace("``", "`") if match else None
+
+
+def _text(value: object) -> str:
+    """information_schema values arrive as ``str`` (or ``bytes`` on some MySQL 8 columns)."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _tables_from(
+    database: str, rows: Sequence[Sequence[Any]], json_columns: set[tuple[str, str]]
+) -> tuple[TableSchema, ...]:
+    grouped: dict[str, list[Column]] = {}
+    for raw_table, raw_column, raw_type in rows:
+        table = _text(raw_table)
+        columns = grouped.setdefault(table, [])
+        if raw_column is None:
+            continue
+        column, data_type = _text(raw_column), _text(raw_type).lower()
+        checked = (table, column) in json_columns and data_type == "longtext"
+        family = mysql_family(data_type, json_checked=checked)
+        columns.append(Column(column, family, "json" if checked else data_type))
+    return tuple(
+        TableSchema(schema=database, name=name, columns=tuple(columns))
+        for name, columns in grouped.items()
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The connector
+# --------------------------------------------------------------------------------------------
+
+
+class MysqlConnector:
+    """A read-only asyncmy session on one MySQL/MariaDB datasource (the ``Connector`` port)."""
+
+    def __init__(
+        self,
+        connection: ConnectionDescriptor,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        pinned_address: str | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        self._connection = connection
+        self._batch_size = batch_size
+        self._pinned_address = pinned_address
+        self._conn: Any = None
+
+    @property
+    def _name(self) -> str:
+        return self._connection.config_name
+
+    async def __aenter__(self) -> Self:
+        with map_mysql_errors(Phase.CONNECT, self._name):
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                self._conn = await self._open()
+        return self
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        """§2.9.1: every parameter is its own keyword argument; the pinned IP is dialled."""
+        c = self._connection
+        return {
+            "host": self._pinned_address or c.host,
+            "port": c.port if c.port is not None else DEFAULT_PORT,
+            "user": c.username,
+            "password": c.password or "",
+            "database": c.database,
+            "charset": "utf8mb4",
+            "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+            "local_infile": False,
+            "autocommit": True,
+            "conv": _CONVERSIONS,
+        }
+
+    async def _open(self) -> Any:
+        tls = self._connection.ssl
+        mode = tls.mode if tls is not None and tls.mode else ""
+        try:
+            context = build_tls_context(tls, self._connection.host)
+        except (ValueError, ssl.SSLError) as exc:
+            raise engine_error(Phase.CONNECT, self._name, f"invalid TLS settings: {exc}") from None
+        conn = await self._dial(context, fallback=mode == "preferred")
+        try:
+            if mode in _TLS_REQUIRED and not tls_active(conn):
+                raise engine_error(Phase.CONNECT, self._name, "TLS is not active on the session")
+            async with conn.cursor() as cursor:
+                for statement in _SESSION_SQL:
+                    await cursor.execute(statement)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def _dial(self, context: ssl.SSLContext | None, *, fallback: bool) -> Any:
+        """Connect; in mode ``preferred``, a server whose greeting offered no TLS is dialled
+        again in plaintext (§11.2)."""
+        kwargs = self._connect_kwargs()
+        conn = _new_connection(**kwargs, ssl=context)
+        try:
+            await conn.connect()
+        except _DRIVER_ERRORS:
+            offered = int(getattr(conn, "server_capabilities", 0) or 0) & CLIENT.SSL
+            if not (fallback and context is not None and not offered):
+                raise
+            conn.close()
+            conn = _new_connection(**kwargs)
+            await conn.connect()
+        return conn
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with suppress(*_DRIVER_ERRORS, OSError, RuntimeError):
+                async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                    await conn.ensure_closed()
+            conn.close()
+
+    def _abort(self) -> None:
+        """Drop the connection without draining an unfinished result (the server stops the
+        statement when its socket closes)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def _require(self, phase: Phase) -> Any:
+        if self._conn is None or not self._conn.connected:
+            raise engine_error(phase, self._name, "connection is not open")
+        return self._conn
+
+    async def probe(self) -> None:
+        """§2.6.7: ``SELECT 1``; a failure is a connect failure."""
+        conn = self._require(Phase.CONNECT)
+        with map_mysql_errors(Phase.CONNECT, self._name):
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS), conn.cursor() as cursor:
+                await cursor.execute("SELECT 1")
+                await cursor.fetchall()
+
+    async def discover(self, schemas: Sequence[str]) -> DiscoveredSchema:
+        """§3.3/§11.3: the tables and views of the connected database (``schemas`` is ignored:
+        the scope is always ``DATABASE()``); a system schema is never discovered."""
+        conn = self._require(Phase.DISCOVER)
+        with map_mysql_errors(Phase.DISCOVER, self._name):
+            async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS), conn.cursor() as cursor:
+                await cursor.execute("SELECT DATABASE()")
+                database = _text((await cursor.fetchone())[0])
+                if not database or mysql_schema_excluded(database):
+                    return DiscoveredSchema(default_schema=database)
+                await cursor.execute(_CATALOG_SQL)
+                rows = await cursor.fetchall()
+                json_columns: set[tuple[str, str]] = set()
+                if "mariadb" in _text(getattr(conn, "server_version", "")).lower():
+                    await cursor.execute(_JSON_CHECKS_SQL)
+                    for table, clause in await cursor.fetchall():
+                        column = json_checked_column(_text(clause))
+                        if column is not None:
+                            json_columns.add((_text(table), column))
+        return DiscoveredSchema(
+            default_schema=database, tables=_tables_from(database, rows, json_columns)
+        )
+
+    async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
+        """Rows through an unbuffered server-side cursor, ``batch_size`` at a time, as
+        :class:`~fetcher.engine.document.RowBatch` columns encoded per §5.3."""
+        conn = self._require(Phase.QUERY)
+        sql, params = select_sql(query)
+        names = tuple(column.name for column in query.columns)
+        converters = [
+            (index, convert)
+            for index, column in enumerate(query.columns)
+            if (convert := _converter(column)) is not None
+        ]
+        finished = False
+        cursor = conn.cursor(SSCursor)
+        try:
+            with map_mysql_errors(Phase.QUERY, self._name):
+                await cursor.execute(sql, params)
+                while batch := await self._fetch(conn, cursor):
+                    yield RowBatch(names, _columns(batch, len(names), converters))
+                await cursor.close()
+                finished = True
+        finally:
+            if not finished:
+                self._abort()
+
+    async def _fetch(self, conn: Any, cursor: Any) -> list[Any]:
+        """The next batch, with the socket read only while fetching.
+
+        asyncmy's protocol reads every byte the server sends into its buffer, so while the
+        consumer works (spool, upload) an unbuffered result would pile up in memory. Reading
+        is paused between batches, which leaves the rest of the result in the server (its
+        statement blocks on the full socket): memory stays at about one batch.
+        """
+        transport = conn._transport  # asyncmy exposes no flow-control API
+        if transport is not None:
+            transport.resume_reading()
+        rows: list[Any] = await cursor.fetchmany(self._batch_size)
+        transport = conn._transport
+        if rows and transport is not None:
+            transport.pause_reading()
+        return rows
