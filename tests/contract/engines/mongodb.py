@@ -23,7 +23,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from bson.binary import Binary
 from bson.int64 import Int64
@@ -76,7 +76,7 @@ class _Watcher(monitoring.CommandListener, monitoring.ConnectionPoolListener):
         cursor = event.reply.get("cursor") if isinstance(event.reply, dict) else None
         if event.command_name not in ("find", "getMore") or not isinstance(cursor, dict):
             return
-        batch = cursor.get("firstBatch", cursor.get("nextBatch", []))
+        batch = cursor.get("firstBatch", cursor.get("nextBatch")) or []
         cursor_id = int(cursor.get("id", 0))
         key = int(event.request_id) if cursor_id == 0 else cursor_id
         self.returned[key] = self.returned.get(key, 0) + len(batch)
@@ -159,7 +159,7 @@ class MongoEngine:
     #: collection name, so only ``mongodb_real.py`` creates one.
     system_collection: str | None = None
     #: Collection names the server cannot hold, mapped to ones it can.
-    renamed: dict[str, str] = {
+    renamed: ClassVar[dict[str, str]] = {
         INJECTION_TABLE: _NX_INJECTION_TABLE,
         INJECTION_COLUMN: _NX_INJECTION_COLUMN,
     }
