@@ -269,9 +269,14 @@ def tables_from(rows: Sequence[Sequence[Any]]) -> tuple[TableSchema, ...]:
 # --------------------------------------------------------------------------------------------
 
 
+#: The driver's login timeout: inside the §11.1 10 s, so that the driver's own reason (refused,
+#: TLS, login) reaches the caller before any 10 s deadline around the connect expires.
+LOGIN_TIMEOUT_SECONDS = CONNECT_TIMEOUT_SECONDS - 2
+
+
 def _open(conn_str: str) -> Any:
     return mssql_python.connect(
-        conn_str, autocommit=True, timeout=CONNECT_TIMEOUT_SECONDS, native_uuid=True
+        conn_str, autocommit=True, timeout=LOGIN_TIMEOUT_SECONDS, native_uuid=True
     )
 
 
