@@ -4,6 +4,8 @@ password per session on the local server (127.0.0.1:3306, root with an empty pas
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, time
 from typing import Any
@@ -194,3 +196,30 @@ class MariadbEngine:
 
 
 ENGINE = MariadbEngine()
+
+
+@asynccontextmanager
+async def fresh_database(statements: Sequence[str] = ()) -> AsyncIterator[tuple[str, str, str]]:
+    """A brand-new database (``statements`` run inside it as root) and a reader with a password
+    and ``SELECT`` on it; ``(database, reader, password)``; both dropped on exit. For the
+    MySQL connector's own integration and Manager tests."""
+    try:
+        conn = await admin_connect()
+    except (asyncmy.errors.MySQLError, OSError) as exc:
+        service_missing("MariaDB", exc)
+        raise
+    database, reader, password = fresh_name("ct_my"), fresh_name("ct_rd"), fresh_password()
+    try:
+        async with conn.cursor() as cursor:
+            await cursor.execute(f"CREATE DATABASE {quote(database)} CHARACTER SET utf8mb4", ())
+            await cursor.execute(f"USE {quote(database)}", ())
+            for statement in statements:
+                await cursor.execute(statement)
+            await cursor.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (reader, password))
+            await cursor.execute(f"GRANT SELECT ON {quote(database)}.* TO %s@'%%'", (reader,))
+        yield database, reader, password
+    finally:
+        async with conn.cursor() as cursor:
+            await cursor.execute(f"DROP DATABASE IF EXISTS {quote(database)}", ())
+            await cursor.execute("DROP USER IF EXISTS %s@'%%'", (reader,))
+        conn.close()
