@@ -5,6 +5,7 @@ measured in the same run, because these machines are noisy.
   against a baseline that only fetches the same rows with psycopg's server-side cursor.
 * writer: the streaming §5.4 writer against ``json.dumps(indent=2, sort_keys=True)`` of the
   same rows held in memory.
+* redaction: §8.7 redaction of 64 KiB hostile texts, each against its 50 ms bound (§13).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import extraction, writer
+from bench import extraction, redaction, writer
 
 
 def main() -> int:
     writer.main()
     extraction.main()
-    return 0
+    return redaction.main()
 
 
 if __name__ == "__main__":

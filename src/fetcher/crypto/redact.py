@@ -11,68 +11,227 @@
    ``YES``/``NO``). 5. MongoDB ``Addr:``. 6. The address after a network verb. 7. Bracketed
    IPv6. 8. IPv4. 9. ``hostname:port``. 10. Python address tuples. 11. Bare IPv6 tokens.
 
-Steps 2 to 10 use the §8.7 table's Python regexes verbatim. Everything else survives unchanged.
+Bounds (§8.7, §13 "Redaction cost"): step 1 runs on the whole text, the result is cut to its
+first :data:`MAX_PATTERN_INPUT` code points, and steps 2 to 11 run on that. Every step runs in
+time linear in its input: steps 4 to 8 and 10 are the table's regexes with possessive
+quantifiers where a give-back can never lead to a match (so the match set is unchanged), each
+anchored at a rare literal; steps 2, 3 and 9, whose table regexes retry a long run from every
+word boundary inside it, are small scanners that start from their ``:`` anchor and look back
+once. Each produces exactly the matches of the §8.7 regex (leftmost, non-overlapping).
+Everything else survives unchanged.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-__all__ = ["REDACTED", "Redactor", "redact", "redact_url"]
+__all__ = ["MAX_PATTERN_INPUT", "REDACTED", "Redactor", "redact", "redact_url"]
 
 REDACTED = "[redacted]"
+#: §8.7: steps 2 to 11 see at most this many code points (the text after step 1, cut).
+MAX_PATTERN_INPUT = 4096
 _MIN_LITERAL = 4
+_MAX_PASSES = 4
+#: A redaction marker that no step may match: ten private-use code points, the length of
+#: ``[redacted]``, so the 4,096-code-point cut falls where it would on the marker.
+_INERT = "\ue000" * len(REDACTED)
 
-_STEPS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # 2. URIs
-    (re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://\S+"), REDACTED),
-    # 3. Userinfo without a scheme
-    (re.compile(r"""\b[^\s:/@'"]+:[^\s/@'"]+@[^\s/'"]+"""), REDACTED),
-    # 4. Password key/value
-    (
-        re.compile(
-            r"""(?i)\b(password|passwd|pwd)\s*[=:]\s*(?!(?:YES|NO)\b)("[^"]*"|'[^']*'|[^\s;,&)]+)"""
-        ),
-        r"\1=[redacted]",
-    ),
-    # 5. MongoDB Addr:
-    (re.compile(r"Addr:\s*\S+"), "Addr: [redacted]"),
-    # 6. Address after a network verb
-    (
-        re.compile(
-            r"(?i)\b(connection to server at|connection to server on|connect to|connecting to"
-            r"|connection to|server on|dial tcp|dial udp|read tcp|write tcp|lookup|host name"
-            r"|at host|host|server)\s+"
-            r"""("[^"]*"|'[^']*'|\[[^\]\s]*\]\S*|(?=\S*(?:\d|[.:][A-Za-z0-9]))\S+)"""
-        ),
-        r"\1 [redacted]",
-    ),
-    # 7. Bracketed IPv6 (optional port)
-    (re.compile(r"\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\](?::\d+)?"), REDACTED),
-    # 8. IPv4 (optional port)
-    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), REDACTED),
-    # 9. Hostname:port
-    (
-        re.compile(
-            r"\b(?=[A-Za-z0-9.\-]*[A-Za-z])[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
-            r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*:\d{1,5}\b"
-        ),
-        REDACTED,
-    ),
-    # 10. Python address tuple
-    (re.compile(r"\(\s*'[^']*'\s*,\s*\d{1,5}\s*\)"), "([redacted])"),
+#: A match: (start, end, replacement).
+_Hit = tuple[int, int, str]
+_Finder = Callable[[str, int], "_Hit | None"]
+
+
+def _is_word(ch: str) -> bool:
+    """``\\w`` of Python ``re`` on ``str`` patterns: Unicode alphanumerics and ``_``."""
+    return ch.isalnum() or ch == "_"
+
+
+def _boundary(text: str, i: int) -> bool:
+    """``\\b`` at index ``i`` (the ends of the text count as non-word)."""
+    before = i > 0 and _is_word(text[i - 1])
+    after = i < len(text) and _is_word(text[i])
+    return before != after
+
+
+def _run_start(text: str, end: int, floor: int, chars: frozenset[str]) -> int:
+    """The start of the run of ``chars`` that ends at ``end``, not below ``floor``."""
+    start = end
+    while start > floor and text[start - 1] in chars:
+        start -= 1
+    return start
+
+
+def _substitute(text: str, find: _Finder) -> str:
+    """``re.sub`` semantics for a finder: leftmost, non-overlapping, left to right."""
+    out: list[str] = []
+    last = 0
+    while (hit := find(text, last)) is not None:
+        start, end, replacement = hit
+        out.append(text[last:start])
+        out.append(replacement)
+        last = end
+    if not out:
+        return text
+    out.append(text[last:])
+    return "".join(out)
+
+
+# --- step 2: \b[A-Za-z][A-Za-z0-9+.\-]*://\S+ --------------------------------------------
+
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_ASCII_ALNUM = _ASCII_LETTERS | frozenset("0123456789")
+_SCHEME_CHARS = _ASCII_ALNUM | frozenset("+.-")
+_NON_SPACE = re.compile(r"\S++")
+
+
+def _find_uri(text: str, pos: int) -> _Hit | None:
+    """Step 2. The scheme run cannot hold ``:``, so every start the regex could take before
+    one ``://`` ends its scheme exactly there: look back from each ``://`` once."""
+    while (sep := text.find("://", pos)) >= 0:
+        rest = _NON_SPACE.match(text, sep + 3)
+        if rest is not None:
+            first = _run_start(text, sep, pos, _SCHEME_CHARS)
+            for start in range(first, sep):
+                if text[start] in _ASCII_LETTERS and _boundary(text, start):
+                    return start, rest.end(), REDACTED
+        pos = sep + 1
+    return None
+
+
+# --- step 3: \b[^\s:/@'"]+:[^\s/@'"]+@[^\s/'"]+ -------------------------------------------
+
+_USER_EXCLUDED = frozenset(":/@'\"")
+_PASS_RUN = re.compile(r"""[^\s/@'"]*+""")
+_HOST_RUN = re.compile(r"""[^\s/'"]*+""")
+
+
+def _run_end(run: re.Pattern[str], text: str, pos: int) -> int:
+    """Where the (possibly empty) run ``run`` that starts at ``pos`` ends."""
+    match = run.match(text, pos)
+    return match.end() if match else pos
+
+
+def _user_start(text: str, colon: int, pos: int) -> int | None:
+    """The leftmost start of ``\\b[^\\s:/@'"]+`` that ends at ``colon``, or ``None``."""
+    start = colon
+    while start > pos and not text[start - 1].isspace() and text[start - 1] not in _USER_EXCLUDED:
+        start -= 1
+    return next((i for i in range(start, colon) if _boundary(text, i)), None)
+
+
+def _find_userinfo(text: str, pos: int) -> _Hit | None:
+    """Step 3, anchored at each ``:``. The user part holds no ``:`` and the password part no
+    ``@``, so a colon fixes where both end; a colon inside a failed password part fails the
+    same way and is skipped."""
+    while (colon := text.find(":", pos)) >= 0:
+        at = _run_end(_PASS_RUN, text, colon + 1)
+        if at == colon + 1 or at >= len(text) or text[at] != "@":
+            pos = max(at, colon + 1)
+            continue
+        host_end = _run_end(_HOST_RUN, text, at + 1)
+        if host_end == at + 1:
+            pos = at
+            continue
+        start = _user_start(text, colon, pos)
+        if start is not None:
+            return start, host_end, REDACTED
+        pos = colon + 1
+    return None
+
+
+# --- step 9: hostname:port ------------------------------------------------------------------
+
+_HOST_CHARS = _ASCII_ALNUM | frozenset(".-")
+_PORT = re.compile(r"\d{1,5}\b")
+
+
+def _host_start(text: str, colon: int, pos: int) -> int | None:
+    """The leftmost start of a §8.7 step-9 host that ends at ``colon``, or ``None``.
+
+    ``label(.label)*`` with labels ``[A-Za-z0-9]`` at both ends and ``-`` inside holds no
+    ``:``, so it ends at ``colon``. A suffix of the run before it is such a host when it starts
+    alphanumeric, the run ends alphanumeric, and no ``..``, ``.-`` or ``-.`` follows its start;
+    the lookahead wants a letter in it and ``\\b`` must hold at its start. One backward scan.
+    """
+    if colon == 0 or text[colon - 1] not in _ASCII_ALNUM:
+        return None
+    best = None
+    letter = False
+    i = colon - 1
+    while i >= pos and text[i] in _HOST_CHARS:
+        ch = text[i]
+        if ch in _ASCII_LETTERS:
+            letter = True
+        elif ch in ".-" and text[i + 1] in ".-" and ch + text[i + 1] != "--":
+            break  # "..", ".-" or "-.": no host starts at or before i
+        if letter and ch in _ASCII_ALNUM and _boundary(text, i):
+            best = i
+        i -= 1
+    return best
+
+
+def _find_host_port(text: str, pos: int) -> _Hit | None:
+    """Step 9, anchored at each ``:`` followed by a 1-5 digit port and a word boundary."""
+    while (colon := text.find(":", pos)) >= 0:
+        port = _PORT.match(text, colon + 1)
+        if port is not None:
+            start = _host_start(text, colon, pos)
+            if start is not None:
+                return start, port.end(), REDACTED
+        pos = colon + 1
+    return None
+
+
+def _regex_finder(pattern: re.Pattern[str], template: str) -> _Finder:
+    def find(text: str, pos: int) -> _Hit | None:
+        match = pattern.search(text, pos)
+        if match is None:
+            return None
+        return match.start(), match.end(), match.expand(template)
+
+    return find
+
+
+# Steps 4-8 and 10: the §8.7 regexes, with possessive quantifiers only where giving characters
+# back can never produce a match (the next token cannot match what was given back).
+_STEP4 = re.compile(
+    r"""(?i)\b(password|passwd|pwd)\s*+[=:]\s*+(?!(?:YES|NO)\b)("[^"]*+"|'[^']*+'|[^\s;,&)]++)"""
+)
+_STEP5 = re.compile(r"Addr:\s*+\S++")
+_STEP6 = re.compile(
+    r"(?i)\b(connection to server at|connection to server on|connect to|connecting to"
+    r"|connection to|server on|dial tcp|dial udp|read tcp|write tcp|lookup|host name"
+    r"|at host|host|server)\s++"
+    r"""("[^"]*+"|'[^']*+'|\[[^\]\s]*+\]\S*+|(?=\S*(?:\d|[.:][A-Za-z0-9]))\S++)"""
+)
+# The table's \[H*:H*\] retries every split of a colon run; "a colon in the run" is the same.
+_STEP7 = re.compile(r"\[(?=[0-9A-Fa-f.]*+:)[0-9A-Fa-f:.]*+\](?::\d++)?")
+_STEP8 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
+_STEP10 = re.compile(r"\(\s*+'[^']*+'\s*+,\s*+\d{1,5}+\s*+\)")
+
+_STEPS: tuple[_Finder, ...] = (
+    _find_uri,
+    _find_userinfo,
+    _regex_finder(_STEP4, r"\1=[redacted]"),
+    _regex_finder(_STEP5, "Addr: [redacted]"),
+    _regex_finder(_STEP6, r"\1 [redacted]"),
+    _regex_finder(_STEP7, REDACTED),
+    _regex_finder(_STEP8, REDACTED),
+    _find_host_port,
+    _regex_finder(_STEP10, "([redacted])"),
 )
 
-_TOKEN = re.compile(r"\S+")
-_ZONE = r"(?:%[0-9A-Za-z_.\-]+)?"
+_TOKEN = re.compile(r"\S++")
 _WRAPPERS = "()[]{}<>,;'\""
 
 
 def _redact_ipv6_token(match: re.Match[str]) -> str:
     """Step 11: a token whose core (wrappers and an optional ``%zone`` stripped) is IPv6."""
     token = match.group(0)
+    if ":" not in token:
+        return token
     core = token.strip(_WRAPPERS)
     if not core or ":" not in core:
         return token
@@ -85,7 +244,37 @@ def _redact_ipv6_token(match: re.Match[str]) -> str:
     return token[:start] + REDACTED + token[start + len(core) :]
 
 
-def _literal_patterns(secrets: Iterable[str], hosts: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+def _one_pass(text: str) -> str:
+    """§8.7 steps 2 to 11, in order, each linear in ``len(text)``."""
+    for find in _STEPS:
+        text = _substitute(text, find)
+    return _TOKEN.sub(_redact_ipv6_token, text)
+
+
+def _pattern_steps(text: str) -> str:
+    """Steps 2 to 11, then again over the result until nothing changes (bounded passes).
+
+    Redacting twice must change nothing, and one pass of the table is not always a fixed
+    point: a ``[redacted]`` followed by more text is a step-6 operand (``server at
+    [redacted],`` would lose its comma), and a replacement can join what whitespace separated
+    (a step-10 tuple spanning a newline). So a ``[redacted]`` that was in the text before steps
+    2-11 (an earlier layer's or pass's output) is inert: it is masked by :data:`_INERT`, a
+    same-length run no step matches or extends over, and restored at the end. Step-1 markers
+    stay visible to the first pass, as the §8.7 examples require (``dial tcp [redacted]:``).
+    """
+    text = _one_pass(text)
+    for _ in range(_MAX_PASSES - 1):
+        masked = text.replace(REDACTED, _INERT)
+        out = _one_pass(masked)
+        if out == masked:
+            break
+        text = out.replace(_INERT, REDACTED)
+    return text.replace(_INERT, REDACTED)
+
+
+def _literal_patterns(
+    secrets: Iterable[str], hosts: Iterable[str]
+) -> tuple[tuple[re.Pattern[str], int], ...]:
     """Step-1 patterns, longest value first: secrets literal, hosts case-insensitive + port."""
     entries: dict[tuple[str, bool], None] = {}
     for value in secrets:
@@ -95,10 +284,41 @@ def _literal_patterns(secrets: Iterable[str], hosts: Iterable[str]) -> tuple[re.
         if value and len(value) >= _MIN_LITERAL:
             entries[(value, True)] = None
     ordered = sorted(entries, key=lambda item: -len(item[0]))
-    return tuple(
-        re.compile(_host_pattern(value)) if is_host else re.compile(re.escape(value))
-        for value, is_host in ordered
-    )
+    return tuple((_value_pattern(value, is_host), len(value)) for value, is_host in ordered)
+
+
+def _period(value: str) -> int:
+    """The smallest period of ``value`` (prefix function)."""
+    border = [0] * len(value)
+    k = 0
+    for i in range(1, len(value)):
+        while k and value[i] != value[k]:
+            k = border[k - 1]
+        if value[i] == value[k]:
+            k += 1
+        border[i] = k
+    return len(value) - border[-1]
+
+
+def _value_pattern(value: str, is_host: bool) -> re.Pattern[str]:
+    """One step-1 value as a pattern whose group 1 is a chain of overlapping occurrences.
+
+    A value that overlaps itself (``ssss``) occurs at every shift by its period inside a run;
+    the chain ``value(tail)*`` takes such a run in one match instead of one per position.
+    A host is matched case-insensitively, with an immediately following ``:<digits>``; an
+    unscoped IPv6 host also takes an immediately following ``%zone``, so that a known
+    ``fe80::1`` redacts ``fe80::1%eth0`` whole, as the §8.7 examples require. The tails are
+    possessive: nothing follows them in the pattern, so giving back never helps.
+    """
+    key = value.lower() if is_host else value
+    period = _period(key)
+    chain = re.escape(value)
+    if period < len(value):
+        chain += f"(?:{re.escape(value[len(value) - period :])})*+"
+    if not is_host:
+        return re.compile(f"({chain})")
+    zone = "(?:%[0-9A-Za-z_.\\-]++)?" if _is_ipv6(value) and "%" not in value else ""
+    return re.compile(f"(?i:({chain})){zone}(?::[0-9]++)?")
 
 
 def _is_ipv6(value: str) -> bool:
@@ -109,14 +329,30 @@ def _is_ipv6(value: str) -> bool:
     return True
 
 
-def _host_pattern(host: str) -> str:
-    """A host or IP, case-insensitive, with an immediately following ``:<digits>``.
+def _occurrences(
+    pattern: re.Pattern[str], size: int, text: str, spans: list[tuple[int, int]]
+) -> None:
+    """Append the spans of every (possibly overlapping) occurrence of a step-1 value.
 
-    An unscoped IPv6 literal also takes an immediately following ``%zone``, so that a known
-    ``fe80::1`` redacts ``fe80::1%eth0`` whole, as the §8.7 examples require.
+    ``size`` is the value's length. After a chain ending at ``e``, the next search starts at
+    ``e - size + 1``: an
+    occurrence starting earlier lies inside the chain. Overlapping spans are merged later.
     """
-    zone = _ZONE if _is_ipv6(host) and "%" not in host else ""
-    return f"(?i:{re.escape(host)}){zone}(?::[0-9]+)?"
+    pos = 0
+    while (m := pattern.search(text, pos)) is not None:
+        spans.append(m.span())
+        pos = max(m.start() + 1, m.end(1) - size + 1)
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[list[int]]:
+    spans.sort()
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
 
 
 class Redactor:
@@ -138,24 +374,17 @@ class Redactor:
         return Redactor((*self._secrets, *secrets), (*self._hosts, *hosts))
 
     def _redact_literals(self, text: str) -> str:
+        """Step 1 on the whole text: every occurrence (overlaps included) of every value."""
+        if not self._literals:
+            return text
         spans: list[tuple[int, int]] = []
-        for pattern in self._literals:
-            pos = 0
-            while (m := pattern.search(text, pos)) is not None:
-                spans.append((m.start(), m.end()))
-                pos = m.start() + 1
+        for pattern, size in self._literals:
+            _occurrences(pattern, size, text, spans)
         if not spans:
             return text
-        spans.sort()
-        merged: list[list[int]] = []
-        for start, end in spans:
-            if merged and start < merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([start, end])
         out: list[str] = []
         last = 0
-        for start, end in merged:
+        for start, end in _merge(spans):
             out.append(text[last:start])
             out.append(REDACTED)
             last = end
@@ -163,11 +392,12 @@ class Redactor:
         return "".join(out)
 
     def redact(self, text: str) -> str:
-        """Apply §8.7 steps 1 to 11, in order, to ``text``."""
-        text = self._redact_literals(text)
-        for pattern, replacement in _STEPS:
-            text = pattern.sub(replacement, text)
-        return _TOKEN.sub(_redact_ipv6_token, text)
+        """§8.7: step 1 on ``text``, the cut to 4,096 code points, then steps 2 to 11.
+
+        A ``[redacted]`` already in ``text`` is an earlier redaction's output and is inert.
+        """
+        text = self._redact_literals(text.replace(REDACTED, _INERT))
+        return _pattern_steps(text[:MAX_PATTERN_INPUT])
 
     def __call__(self, text: str) -> str:
         return self.redact(text)
