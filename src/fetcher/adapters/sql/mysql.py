@@ -154,13 +154,13 @@ _CONVERSIONS: dict[Any, Any] = {
 def datetime_text(value: str) -> str:
     """A DATETIME/TIMESTAMP text in the UTC session → RFC 3339 UTC with ``Z`` and the fraction's
     trailing zeros removed (§5.3). Zero dates and dates with a zero month or day (allowed by
-    lax ``sql_mode``) are outside years 1..9999 and keep the engine's text."""
-    if value[:4] == "0000" or value[5:7] == "00" or value[8:10] == "00":
-        return value
-    if len(value) == 19:
-        return value[:10] + "T" + value[11:] + "Z"
+    lax ``sql_mode``) are outside years 1..9999 and keep the engine's text, with the fraction
+    trimmed the same way (§5.3: the zero datetime is ``0000-00-00 00:00:00``)."""
     fraction = value[20:].rstrip("0")
-    return value[:10] + "T" + value[11:19] + ("." + fraction if fraction else "") + "Z"
+    seconds = value[11:19] + ("." + fraction if fraction else "")
+    if value[:4] == "0000" or value[5:7] == "00" or value[8:10] == "00":
+        return value[:10] + " " + seconds  # "0000-00-00 00:00:00", whatever the precision
+    return value[:10] + "T" + seconds + "Z"
 
 
 def time_text(value: str) -> str:

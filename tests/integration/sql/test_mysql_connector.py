@@ -1,0 +1,235 @@
+"""The MySQL connector against the local MariaDB: the §11.1 session, §11.2 TLS modes, the
+§2.9.1 pinned address, system schemas, and MySQL-specific §11.4 families and §5.3 values that
+the shared contract suite (tests/contract) does not cover."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from asyncmy.constants import CLIENT
+
+from fetcher.adapters.sql.mysql import MysqlConnector
+from fetcher.engine import ConnectionDescriptor, EngineError, ErrorCategory
+from fetcher.engine.document import RowBatch, dumps_document
+from fetcher.engine.model import TlsSettings
+from fetcher.engine.ports import TableQuery
+from fetcher.engine.types import EngineType, TableSchema, TypeFamily
+from tests.contract.engines.mariadb import admin_connect, fresh_database
+from tests.services import MARIADB
+
+pytestmark = pytest.mark.integration
+
+TYPES_SQL = (
+    "SET SESSION sql_mode = ''",  # zero dates are stored only under a lax mode
+    """CREATE TABLE typed (
+        id INT PRIMARY KEY, flag TINYINT(1), y YEAR, bits BIT(12), e ENUM('ok', 'sad'),
+        s SET('a', 'b', 'c'), f FLOAT, d DOUBLE, n DECIMAL(20, 6), big BIGINT UNSIGNED,
+        t TIME(6), dt DATETIME(6), ts TIMESTAMP(6) NULL DEFAULT NULL, day DATE,
+        bin BINARY(4), vb VARBINARY(10), doc JSON, txt LONGTEXT, pt POINT, u UUID
+    )""",
+    """INSERT INTO typed VALUES (
+        1, 1, 2024, b'101000000001', 'sad', 'a,c', 0.1, 0.1, 1500.000000, 18446744073709551615,
+        '-838:59:59.000000', '2024-01-02 03:04:05.120000', '2024-01-02 03:04:05.000000',
+        '2024-02-29', X'00FF1000', X'DEADBEEF', '{"a": 1.50, "b": [1, 2e3], "c": null}',
+        '{"not": "parsed"}', POINT(1, 2), '123e4567-e89b-12d3-a456-426614174000'
+    )""",
+    """INSERT INTO typed (id, t, dt, ts, day) VALUES (
+        2, '100:00:00.5', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00'
+    )""",
+    "INSERT INTO typed (id) VALUES (3)",
+)
+
+
+@pytest.fixture
+async def typed() -> AsyncIterator[ConnectionDescriptor]:
+    async with fresh_database(TYPES_SQL) as (database, reader, password):
+        yield ConnectionDescriptor(
+            config_name="maria",
+            type=EngineType.MYSQL,
+            host=str(MARIADB["host"]),
+            port=int(str(MARIADB["port"])),
+            database=database,
+            username=reader,
+            password=password,
+        )
+
+
+def _root(database: str) -> ConnectionDescriptor:
+    return ConnectionDescriptor(
+        config_name="root",
+        type=EngineType.MYSQL,
+        host=str(MARIADB["host"]),
+        port=int(str(MARIADB["port"])),
+        database=database,
+        username=str(MARIADB["user"]),
+        password=str(MARIADB["password"]),
+    )
+
+
+def _raw(connector: MysqlConnector) -> Any:
+    return connector._conn  # the driver connection, to look at the session from inside
+
+
+async def _session_value(connector: MysqlConnector, sql: str) -> Any:
+    async with _raw(connector).cursor() as cursor:
+        await cursor.execute(sql)
+        return (await cursor.fetchone())[0]
+
+
+async def test_session_is_read_only_utc_with_backslash_escapes_and_no_local_infile(
+    typed: ConnectionDescriptor,
+) -> None:
+    async with MysqlConnector(typed) as connector:
+        assert await _session_value(connector, "SELECT @@session.time_zone") == "+00:00"
+        mode = await _session_value(connector, "SELECT @@session.sql_mode")
+        assert "NO_BACKSLASH_ESCAPES" not in mode
+        assert await _session_value(connector, "SELECT @@session.tx_read_only") == 1
+        assert not _raw(connector)._client_flag & CLIENT.LOCAL_FILES
+    # Even an account that may write (root) cannot write through the connector's session.
+    async with MysqlConnector(_root(typed.database)) as connector:
+        with pytest.raises(Exception, match="READ ONLY"):
+            await _session_value(connector, "INSERT INTO typed (id) VALUES (99)")
+
+
+async def test_session_sql_mode_statement_drops_only_no_backslash_escapes() -> None:
+    """The §11.1 ``sql_mode`` statement, run on a session whose mode has the flag."""
+    from fetcher.adapters.sql.mysql import _SESSION_SQL
+
+    conn = await admin_connect()
+    try:
+        async with conn.cursor() as cursor:
+            for mode, want in (
+                ("NO_BACKSLASH_ESCAPES,STRICT_TRANS_TABLES", "STRICT_TRANS_TABLES"),
+                ("STRICT_TRANS_TABLES,NO_BACKSLASH_ESCAPES,ANSI_QUOTES", "ANSI_QUOTES"),
+                ("NO_BACKSLASH_ESCAPES", ""),
+            ):
+                await cursor.execute("SET SESSION sql_mode = %s", (mode,))
+                await cursor.execute(_SESSION_SQL[1])
+                await cursor.execute("SELECT @@session.sql_mode")
+                got = (await cursor.fetchone())[0]
+                assert "NO_BACKSLASH_ESCAPES" not in got
+                assert set(filter(None, got.split(","))) >= set(filter(None, want.split(",")))
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("mode", ["true", "skip-verify"])
+async def test_tls_required_modes_fail_when_the_server_offers_no_tls(
+    typed: ConnectionDescriptor, mode: str
+) -> None:
+    """This server has TLS disabled: a TLS-required mode must not fall back to plaintext."""
+    with pytest.raises(EngineError) as caught:
+        async with MysqlConnector(replace(typed, ssl=TlsSettings(mode=mode))):
+            pass
+    assert caught.value.category is ErrorCategory.CONNECT
+    assert caught.value.message == "failed to connect to datasource 'maria'"
+    assert typed.password is not None
+    assert typed.password not in str(caught.value.detail)
+
+
+@pytest.mark.parametrize("mode", ["preferred", "false", ""])
+async def test_tls_optional_modes_connect_in_plaintext(
+    typed: ConnectionDescriptor, mode: str
+) -> None:
+    async with MysqlConnector(replace(typed, ssl=TlsSettings(mode=mode))) as connector:
+        await connector.probe()
+        assert _raw(connector)._transport.get_extra_info("ssl_object") is None
+
+
+async def test_pinned_address_is_dialled_and_the_name_never_resolved(
+    typed: ConnectionDescriptor,
+) -> None:
+    unresolvable = replace(typed, host="mariadb.fetcher-test.invalid")
+    async with MysqlConnector(unresolvable, pinned_address="127.0.0.1") as connector:
+        await connector.probe()
+    with pytest.raises(EngineError) as caught:
+        async with MysqlConnector(unresolvable):
+            pass
+    assert caught.value.category is ErrorCategory.CONNECT
+
+
+async def test_system_schemas_are_never_discovered() -> None:
+    async with MysqlConnector(_root("mysql")) as connector:
+        found = await connector.discover(["mysql"])
+    assert found.default_schema == "mysql"
+    assert found.tables == ()
+
+
+FAMILIES = {
+    "id": TypeFamily.INTEGER,
+    "flag": TypeFamily.INTEGER,  # tinyint(1) stays an integer (§11.4)
+    "y": TypeFamily.INTEGER,
+    "bits": TypeFamily.BYTES,
+    "e": TypeFamily.TEXT,
+    "s": TypeFamily.TEXT,
+    "f": TypeFamily.FLOAT,
+    "d": TypeFamily.FLOAT,
+    "n": TypeFamily.DECIMAL,
+    "big": TypeFamily.INTEGER,
+    "t": TypeFamily.TIME,
+    "dt": TypeFamily.TIMESTAMP,
+    "ts": TypeFamily.TIMESTAMPTZ,
+    "day": TypeFamily.DATE,
+    "bin": TypeFamily.BYTES,
+    "vb": TypeFamily.BYTES,
+    "doc": TypeFamily.JSON,  # MariaDB: longtext with a json_valid check
+    "txt": TypeFamily.TEXT,  # longtext without the check is never parsed
+    "pt": TypeFamily.OTHER,
+    "u": TypeFamily.OTHER,
+}
+
+
+async def _typed_rows(descriptor: ConnectionDescriptor) -> tuple[TableSchema, dict[int, Any]]:
+    async with MysqlConnector(descriptor, batch_size=2) as connector:
+        found = await connector.discover([])
+        [table] = found.tables
+        rows: dict[int, Any] = {}
+        async for batch in connector.stream(TableQuery(table, table.columns)):
+            assert isinstance(batch, RowBatch)
+            for row in batch:
+                rows[int(str(row["id"]))] = dict(row)
+    return table, rows
+
+
+async def test_families_of_mysql_types(typed: ConnectionDescriptor) -> None:
+    table, _rows = await _typed_rows(typed)
+    assert {c.name: c.family for c in table.columns} == FAMILIES
+    assert table.schema == typed.database
+
+
+async def test_values_of_mysql_types(typed: ConnectionDescriptor) -> None:
+    _table, rows = await _typed_rows(typed)
+    one = rows[1]
+    assert one["flag"] == 1
+    assert one["y"] == 2024
+    assert one["bits"] == "CgE="  # b'101000000001' = 0x0A01
+    assert (one["e"], one["s"]) == ("sad", "a,c")
+    assert one["f"] == 0.1
+    assert one["d"] == 0.1
+    assert one["n"] == "1500.000000"
+    assert one["big"] == 18446744073709551615
+    assert one["t"] == "-838:59:59"
+    assert (one["dt"], one["ts"], one["day"]) == (
+        "2024-01-02T03:04:05.12Z",
+        "2024-01-02T03:04:05Z",
+        "2024-02-29",
+    )
+    assert (one["bin"], one["vb"]) == ("AP8QAA==", "3q2+7w==")
+    assert one["txt"] == '{"not": "parsed"}'
+    assert one["u"] == "123e4567-e89b-12d3-a456-426614174000"
+    assert isinstance(one["pt"], str)
+    assert one["pt"]
+    # Parsed JSON whose numbers keep their source text (§5.3).
+    text = b"".join(dumps_document({"m": {"t": [{"doc": one["doc"]}]}}).split())
+    assert b'"doc":{"a":1.50,"b":[1,2e3],"c":null}' in text
+    two = rows[2]
+    assert two["t"] == "100:00:00.5"
+    assert (two["dt"], two["ts"], two["day"]) == (
+        "0000-00-00 00:00:00",
+        "0000-00-00 00:00:00",
+        "0000-00-00",
+    )
+    assert all(value is None for key, value in rows[3].items() if key != "id")
