@@ -361,13 +361,17 @@ async def _in_pool(fn: Callable[[], _T]) -> _T:
     return await loop.run_in_executor(_POOL.executor(), call)
 
 
+def _quietly(fn: Callable[[], object]) -> None:
+    with suppress(sqlite3.Error):
+        fn()
+
+
 async def _finish_in_pool(fn: Callable[[], object]) -> None:
-    """Run a closing call in the pool and wait for it, even while the awaiting task is being
-    cancelled: it waits for the connection's mutex, which an interrupted statement still
-    holds for a moment, and it must run even if the caller stops waiting."""
-    future = _POOL.executor().submit(_POOL.run, fn)
-    with suppress(sqlite3.Error, asyncio.CancelledError):
-        await asyncio.shield(asyncio.wrap_future(future))
+    """Run a closing call in the pool (it waits for the connection's mutex, which an
+    interrupted statement still holds for a moment). Once submitted it runs even if the
+    awaiting task is cancelled meanwhile; that cancellation still propagates."""
+    future = _POOL.executor().submit(_POOL.run, functools.partial(_quietly, fn))
+    await asyncio.shield(asyncio.wrap_future(future))
 
 
 _CATALOG_SQL = """
