@@ -190,14 +190,20 @@ def _field_problems(
     if list(fields) == ["*"]:
         return False
     found_problem = False
+    unaddressable: set[str] = set()  # §3.2: reported by that issue only, never as unknown
     if state.engine is EngineType.MONGODB:
-        for f in fields:
+        for f in dict.fromkeys(fields):
             try:
                 check_mongo_field(f)
             except EngineError as exc:
                 state.issues.append(exc.message)
+                unaddressable.add(f)
                 found_problem = True
-    unknown = [f for f in dict.fromkeys(fields) if _column(state, schema, f) is None]
+    unknown = [
+        f
+        for f in dict.fromkeys(fields)
+        if f not in unaddressable and _column(state, schema, f) is None
+    ]
     if unknown:
         state.issues.append(
             f"unknown fields for table '{table.requested}' in datasource '{state.name}': "
