@@ -471,3 +471,31 @@ async def test_abandoned_connect_closes_its_late_connection() -> None:
             break
         await asyncio.sleep(0.01)
     assert events == ["close"]
+
+
+async def test_cancelling_the_close_propagates_and_still_closes() -> None:
+    events: list[str] = []
+    connector = SqlServerConnector(descriptor())
+    connector._conn = _Recorder(events)
+    release = threading.Event()
+
+    def slow_fetch() -> None:
+        release.wait(2)
+        events.append("fetched")
+
+    call = asyncio.create_task(connector._call(slow_fetch))
+    await asyncio.sleep(0.05)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    closer = asyncio.create_task(connector.__aexit__(None, None, None))
+    await asyncio.sleep(0.05)
+    closer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closer
+    release.set()
+    for _ in range(200):
+        if len(events) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert events == ["fetched", "close"]

@@ -360,10 +360,12 @@ class SqlServerConnector:
         inflight, self._inflight = self._inflight, None
         if conn is None:
             return
-        if inflight is not None and not inflight.done():
-            with suppress(BaseException):
-                await asyncio.shield(inflight)
-        await asyncio.wrap_future(_executor().submit(_close_quietly, conn))
+        # The close runs as its own task: a cancellation of this one still propagates, and the
+        # connection is closed anyway, once the driver call in flight has returned.
+        closing = asyncio.ensure_future(_close_when_idle(inflight, conn))
+        _CLOSING.add(closing)
+        closing.add_done_callback(_CLOSING.discard)
+        await asyncio.shield(closing)
 
     def _require(self, phase: Phase) -> Any:
         if self._conn is None:
@@ -406,12 +408,23 @@ class SqlServerConnector:
                 await self._close_cursor(cursor)
 
     async def _close_cursor(self, cursor: Any) -> None:
+        """Close the cursor once no call is running on it; a cancellation here propagates (the
+        connection close in ``__aexit__`` still releases the statement)."""
         inflight = self._inflight
         if inflight is not None and not inflight.done():
-            with suppress(BaseException):
-                await asyncio.shield(inflight)
-        with suppress(Exception):
-            await self._call(_close_quietly, cursor)
+            await asyncio.wait([inflight])
+        await self._call(_close_quietly, cursor)
+
+
+#: Close tasks in progress (held so that they are not garbage-collected mid-way).
+_CLOSING: set[asyncio.Future[None]] = set()
+
+
+async def _close_when_idle(inflight: asyncio.Future[Any] | None, conn: Any) -> None:
+    """Wait for the driver call in flight (whatever its outcome), then close ``conn``."""
+    if inflight is not None and not inflight.done():
+        await asyncio.wait([inflight])
+    await asyncio.get_running_loop().run_in_executor(_executor(), _close_quietly, conn)
 
 
 def _run_probe(conn: Any) -> None:
