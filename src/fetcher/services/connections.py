@@ -37,6 +37,7 @@ from fetcher.services.errors import (
     ApiError,
     forbidden_host,
     invalid_payload,
+    retarget_needs_password,
 )
 from fetcher.services.internal_datasources import internal_connection_id
 from fetcher.services.ports import ConflictError, MetadataStore
@@ -289,6 +290,29 @@ def _stored_input(record: ConnectionRecord) -> ConnectionInput:
     )
 
 
+def _check_retarget(
+    record: ConnectionRecord, data: ConnectionInput, body: Mapping[str, object]
+) -> None:
+    """§2.6.5 step 7a: a kept stored password never follows a new host, port, engine or TLS
+    setting unless the caller sends it again (§13 "Credential re-targeting").
+
+    The rule guards the stored password, so it applies only when the merged record would keep
+    one: not when the merged type is SQLITE or a MONGODB PATCH removes the credentials (both
+    drop the stored password, see :meth:`ConnectionService._patched_secrets`).
+    """
+    if not record.password_encrypted or data.type == _SQLITE or data.user_name is None:
+        return
+    retargeted = (
+        data.host != record.host
+        or data.port != record.port
+        or data.type != record.type
+        or "ssl" in body
+    )
+    sent = body.get("password")
+    if retargeted and not (isinstance(sent, str) and sent):
+        raise retarget_needs_password()
+
+
 # --- the service --------------------------------------------------------------------------
 
 
@@ -453,6 +477,7 @@ class ConnectionService:
             sqlite_allowed_dir=self.sqlite_allowed_dir,
             metadata_store_path=self.metadata_store_path,
         )
+        _check_retarget(record, data, body)
         self._check_host_literal(data.host)
         if data.config_name in self.internal:
             raise _name_taken()

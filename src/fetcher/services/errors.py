@@ -127,6 +127,20 @@ def missing_fields(paths: Iterable[str]) -> ApiError:
     )
 
 
+#: §2.6.5 step 7a: the ``fields`` message of a re-targeting PATCH without the password (exact).
+RETARGET_PASSWORD_MESSAGE = "password is required when host, port, type or ssl change"  # noqa: S105
+
+
+def retarget_needs_password() -> ApiError:
+    """§2.6.5 step 7a (§13 "Credential re-targeting"): FET-0402 on ``password``."""
+    return ApiError(
+        "FET-0402",
+        MISSING_FIELDS_MESSAGE,
+        fields={"password": RETARGET_PASSWORD_MESSAGE},
+        title=Title.MISSING_FIELDS,
+    )
+
+
 def invalid_data_request(message: str) -> ApiError:
     """§3.6: FET-0401 ``Invalid Data Request``."""
     return ApiError("FET-0401", message, title=Title.INVALID_DATA_REQUEST)

@@ -382,7 +382,9 @@ async def _patch(h: Harness, ident: str, body: object) -> Any:
 
 async def test_patch_merges_and_sets_updated_at(h: Harness) -> None:
     created = await h.create_ok(metadata={"a": 1}, ssl={"mode": "require"}, schema="acc")
-    response = await _patch(h, created["id"], {"host": "db2.example.com", "metadata": {"b": "x"}})
+    response = await _patch(
+        h, created["id"], {"host": "db2.example.com", "metadata": {"b": "x"}, "password": "pw2"}
+    )
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["host"] == "db2.example.com"
@@ -448,7 +450,8 @@ async def test_patch_rename_conflict_and_internal_name(hi: Harness) -> None:
 async def test_patch_ssrf_is_fet_0414(make_harness: HarnessFactory) -> None:
     h = await make_harness(env={"SSRF_GUARD_ENABLED": "true"})
     created = await h.create_ok(host="93.184.216.34")
-    assert_error(await _patch(h, created["id"], {"host": "169.254.169.254"}), 400, "FET-0414")
+    body = {"host": "169.254.169.254", "password": "pw2"}  # §2.6.5 step 7a runs before step 8
+    assert_error(await _patch(h, created["id"], body), 400, "FET-0414")
 
 
 async def _stored_password(h: Harness, name: str) -> str | None:
@@ -478,12 +481,12 @@ async def test_patch_ssl_key_kept_unless_ssl_sent(h: Harness) -> None:
     cert = "-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n"
     created = await h.create_ok(ssl={"mode": "require", "cert": cert, "key": pem})
     before = await h.store.get_connection_by_name("pg_main")
-    await _patch(h, created["id"], {"port": 6543})
+    await _patch(h, created["id"], {"port": 6543, "password": "pw2"})
     after = await h.store.get_connection_by_name("pg_main")
     assert before is not None
     assert after is not None
     assert after.ssl_key_encrypted == before.ssl_key_encrypted
-    await _patch(h, created["id"], {"ssl": {"mode": "disable"}})
+    await _patch(h, created["id"], {"ssl": {"mode": "disable"}, "password": "pw2"})
     cleared = await h.store.get_connection_by_name("pg_main")
     assert cleared is not None
     assert cleared.ssl_key_encrypted is None
