@@ -151,6 +151,10 @@ def test_zoned_timestamps_are_read_in_utc_under_their_name() -> None:
     sql, params = select_sql(query((NUM, TSTZ), every_operator()))
     tree = parse_oracle(sql, len(params))
     assert sql.startswith('SELECT "AMOUNT", SYS_EXTRACT_UTC("SEEN") AS "SEEN" FROM (SELECT ')
+    # Aware bounds are bound as naive UTC: compared in the UTC session zone (§11.1).
+    assert dt.datetime(2026, 1, 1) in params
+    assert dt.datetime(2026, 1, 2) in params
+    assert not any(isinstance(p, dt.datetime) and p.tzinfo for p in params)
     assert tree.sql(dialect="oracle").endswith('"FETCHER_ROWS"')
     local = Column("LT", TypeFamily.TIMESTAMPTZ, "TIMESTAMP(6) WITH LOCAL TIME ZONE")
     plain, _ = select_sql(query((local,)))

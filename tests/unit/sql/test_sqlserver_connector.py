@@ -219,6 +219,11 @@ def test_select_with_every_operator_parses() -> None:
     assert "a\\[b]%_\\%" in params  # ``[`` is a literal under ESCAPE '\' (§3.4)
     assert "x' OR '1'='1" in params
     assert "OR '1'" not in sql
+    assert str(uuid.UUID(int=1)) in params  # converted to uniqueidentifier by the server
+    assert [p for p in params if isinstance(p, dt.datetime)] == [
+        dt.datetime(2026, 1, 1),
+        dt.datetime(2026, 1, 2),
+    ]  # aware bounds as naive UTC: a datetime2 compared with datetimeoffset is UTC
 
 
 def test_clr_types_and_variants_are_read_as_text_under_their_names() -> None:

@@ -28,6 +28,7 @@ import ssl
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from decimal import Context, Decimal
 from types import TracebackType
 from typing import Any, Self
@@ -188,14 +189,23 @@ def select_sql(query: TableQuery) -> tuple[str, list[object]]:
     sql, params = render_select(
         dialect, query.table.schema, query.table.name, query.columns, query.filters
     )
+    bound = [driver_param(value) for value in params]
     if not any(_zoned(column) for column in query.columns):
-        return sql, list(params)
+        return sql, bound
     exprs = ", ".join(
         f"SYS_EXTRACT_UTC({name}) AS {name}" if _zoned(column) else name
         for column in query.columns
         for name in (quote_identifier(dialect, column.name),)
     )
-    return f'SELECT {exprs} FROM ({sql}) "FETCHER_ROWS"', list(params)  # noqa: S608
+    return f'SELECT {exprs} FROM ({sql}) "FETCHER_ROWS"', bound  # noqa: S608
+
+
+def driver_param(value: object) -> object:
+    """A filter value as bound: an aware timestamp as naive UTC, a ``TIMESTAMP`` that Oracle
+    compares with ``TIMESTAMP WITH TIME ZONE`` in the session zone, which is UTC (§11.1)."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC).replace(tzinfo=None)
+    return value
 
 
 # --------------------------------------------------------------------------------------------

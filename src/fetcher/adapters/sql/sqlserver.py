@@ -29,8 +29,10 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
+from uuid import UUID
 
 import mssql_python
 from mssql_python.exceptions import ConnectionStringParseError
@@ -210,14 +212,26 @@ def select_sql(query: TableQuery) -> tuple[str, list[object]]:
     sql, params = render_select(
         dialect, query.table.schema, query.table.name, query.columns, query.filters
     )
+    bound = [driver_param(value) for value in params]
     exprs = [_select_expr(column) for column in query.columns]
     if not any(exprs):
-        return sql, list(params)
+        return sql, bound
     items = ", ".join(
         expr or quote_identifier(dialect, column.name)
         for column, expr in zip(query.columns, exprs, strict=True)
     )
-    return f"SELECT {items} FROM ({sql}) AS [fetcher_rows]", list(params)  # noqa: S608
+    return f"SELECT {items} FROM ({sql}) AS [fetcher_rows]", bound  # noqa: S608
+
+
+def driver_param(value: object) -> object:
+    """A filter value as bound: an aware timestamp as naive UTC (SQL Server reads a
+    ``datetime2`` compared with a ``datetimeoffset`` as UTC, so the meaning is the same whatever
+    the driver does with zones), a UUID as its text (converted to ``uniqueidentifier``)."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC).replace(tzinfo=None)
+    if isinstance(value, UUID):
+        return str(value)
+    return value
 
 
 # --------------------------------------------------------------------------------------------
