@@ -385,6 +385,11 @@ def test_numbers() -> None:
         "0.000001",
         "3",
     ]
+    # A view column discovered as integer (DATA_SCALE 0) whose fetched metadata lost the
+    # precision still comes back as integers: the discovered family decides (§11.4).
+    view_int = column_converter(number, 0, -127, TypeFamily.INTEGER)
+    assert list(view_int([Decimal("5"), None])) == [5, None]
+    assert list(column_converter(number, 10, 0, TypeFamily.DECIMAL)([Decimal("5")])) == ["5"]
     big = Decimal("1" * 36 + ".5")
     assert convert(number, [big], precision=38, scale=2) == ["1" * 36 + ".50"]
 

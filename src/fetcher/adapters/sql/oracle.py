@@ -413,11 +413,15 @@ _BY_TYPE: dict[object, Callable[[Any], object]] = {
 
 
 def column_converter(
-    type_code: object, precision: int | None, scale: int | None
+    type_code: object, precision: int | None, scale: int | None, family: TypeFamily | None = None
 ) -> ColumnConverter:
-    """The §5.3 converter of one result column, by its fetched type (``cursor.description``)."""
+    """The §5.3 converter of one result column, by its fetched type (``cursor.description``).
+
+    A ``NUMBER`` is an integer when the discovered column is (``DATA_SCALE`` 0, §11.4), or,
+    without one, when the fetched scale is 0 with a precision; otherwise exact decimal text."""
     if type_code is oracledb.DB_TYPE_NUMBER:
-        if scale == 0 and (precision or 0) > 0:
+        integral = scale == 0 and (precision or 0) > 0
+        if family is TypeFamily.INTEGER or (family is None and integral):
             return _mapped(encode_integer)
         return _mapped(lambda v: encode_number(v, scale))
     if type_code is oracledb.DB_TYPE_BOOLEAN:
@@ -425,12 +429,16 @@ def column_converter(
     return _mapped(_BY_TYPE.get(type_code, encode_value))
 
 
-def _converters(description: Sequence[Any] | None, width: int) -> list[ColumnConverter]:
-    if description is None or len(description) != width:
+def _converters(
+    description: Sequence[Any] | None, columns: Sequence[Column]
+) -> list[ColumnConverter]:
+    if description is None or len(description) != len(columns):
         raise ValueError("unexpected result columns")
     return [
-        column_converter(d.type_code, getattr(d, "precision", None), getattr(d, "scale", None))
-        for d in description
+        column_converter(
+            d.type_code, getattr(d, "precision", None), getattr(d, "scale", None), column.family
+        )
+        for d, column in zip(description, columns, strict=True)
     ]
 
 
@@ -569,7 +577,7 @@ class OracleConnector:
                 cursor.prefetchrows = self._batch_size
                 await cursor.execute(sql, params, fetch_lobs=False, fetch_decimals=True)
                 try:
-                    converters = _converters(cursor.description, len(names))
+                    converters = _converters(cursor.description, query.columns)
                 except ValueError as exc:
                     raise engine_error(Phase.QUERY, self._name, str(exc)) from exc
                 while rows := await cursor.fetchmany(self._batch_size):
