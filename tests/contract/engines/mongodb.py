@@ -164,6 +164,10 @@ class MongoEngine:
         INJECTION_COLUMN: _NX_INJECTION_COLUMN,
     }
 
+    def stored(self, value: object) -> object:
+        """A canonical value as the BSON value this server can hold."""
+        return stored_value(value)
+
     def catalog_name(self, name: str) -> str:
         if name in _KEY_COLUMNS:
             return "_id"
@@ -225,7 +229,7 @@ class MongoEngine:
             await db.create_collection(name)
             if table.rows:
                 docs = [
-                    {self.catalog_name(c.name): stored_value(row[c.name]) for c in table.columns}
+                    {self.catalog_name(c.name): self.stored(row[c.name]) for c in table.columns}
                     for row in table.rows
                 ]
                 await db[name].insert_many(docs)
