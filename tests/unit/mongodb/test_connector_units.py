@@ -19,9 +19,11 @@ from bson.timestamp import Timestamp
 
 from fetcher.adapters.mongodb import (
     MongoConnector,
+    _list_collections,
     client_options,
     coerce_filters,
     filter_to_bson,
+    flatten_filter,
     sample_size,
     sampled_columns,
     tls_files,
@@ -242,3 +244,49 @@ async def test_unopened_connector_fails_with_the_phase_category() -> None:
     with pytest.raises(EngineError) as probe:
         await connector.probe()
     assert probe.value.category is ErrorCategory.CONNECT
+
+
+def test_single_and_is_flattened_only_when_equivalent() -> None:
+    assert flatten_filter({"$and": [{"a": None}, {"b": {"$gt": 1}}]}) == {
+        "a": None,
+        "b": {"$gt": 1},
+    }
+    nested = {"$and": [{"$and": [{"a": 1}, {"a": 2}]}, {"b": 1}]}
+    assert flatten_filter(nested) is nested
+    repeated = {"$and": [{"a": {"$gt": 1}}, {"a": {"$lt": 5}}]}
+    assert flatten_filter(repeated) is repeated
+    assert flatten_filter({}) == {}
+
+
+class _Listing:
+    """A stand-in for ``listCollections`` (nx-27017 cannot hold a ``system.*`` name)."""
+
+    def __init__(self, infos: list[dict[str, object]]) -> None:
+        self.infos = infos
+
+    async def list_collections(self) -> Any:
+        infos = self.infos
+
+        class _Cursor:
+            def __aiter__(self) -> Any:
+                return self._gen()
+
+            async def _gen(self) -> Any:
+                for info in infos:
+                    yield info
+
+        return _Cursor()
+
+
+async def test_system_collections_are_not_listed() -> None:
+    listing = _Listing(
+        [
+            {"name": "orders", "type": "collection"},
+            {"name": "system.views", "type": "collection"},
+            {"name": "system.js", "type": "collection"},
+            {"name": "big_orders", "type": "view"},
+            {"name": "systemic", "type": "collection"},
+        ]
+    )
+    listed = await _list_collections(listing)  # type: ignore[arg-type]
+    assert listed == [("orders", "collection"), ("big_orders", "view"), ("systemic", "collection")]
