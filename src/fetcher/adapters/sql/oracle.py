@@ -515,8 +515,10 @@ class OracleConnector:
     ) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            with suppress(oracledb.Error, OSError):
-                await conn.close()
+            # Bounded: after a stream cancelled mid-fetch the logoff may find the session busy.
+            with suppress(oracledb.Error, OSError, TimeoutError):
+                async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                    await conn.close()
 
     def _require(self, phase: Phase) -> oracledb.AsyncConnection:
         if self._conn is None:
@@ -583,7 +585,13 @@ class OracleConnector:
                 while rows := await cursor.fetchmany(self._batch_size):
                     yield RowBatch(names, batch_columns(rows, converters))
             finally:
-                cursor.close()
+                _close_cursor(cursor)
+
+
+def _close_cursor(cursor: Any) -> None:
+    """Close a cursor without masking the failure or cancellation that ended its use."""
+    with suppress(oracledb.Error):
+        cursor.close()
 
 
 def tables_from(rows: Sequence[Sequence[Any]]) -> tuple[TableSchema, ...]:
