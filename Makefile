@@ -26,6 +26,7 @@ lint: install
 # The S3 server (SeaweedFS) and the MongoDB wire server (nx-27017), both on loopback, run only
 # around the tests and are stopped by PID, both of them even when the tests or a start fail.
 test: install lint
+	scripts/system-packages.sh
 	scripts/s3-server.sh start; rc=$$?; \
 	if [ $$rc -eq 0 ]; then scripts/mongo-server.sh start; rc=$$?; fi; \
 	if [ $$rc -eq 0 ]; then $(BIN)/pytest; rc=$$?; fi; \

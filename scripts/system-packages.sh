@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Debian packages the test suite needs beyond Python wheels, installed only when missing:
+#   libltdl7   mssql-python's bundled Microsoft ODBC Driver 18 loads it (SQL_SERVER connections)
+# Runs as root on the project machines (CI included); elsewhere it says what to install.
+set -euo pipefail
+
+missing=()
+ldconfig -p 2>/dev/null | grep -q 'libltdl\.so\.7' || missing+=(libltdl7)
+
+if ((${#missing[@]} == 0)); then
+    exit 0
+fi
+if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+    printf 'system-packages: please install: %s\n' "${missing[*]}" >&2
+    exit 1
+fi
+printf 'system-packages: installing %s\n' "${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 || {
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+}
