@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 from collections.abc import AsyncIterator
 
 import httpx
 
+from fetcher.cli.run import listen_socket
 from fetcher.services.metrics import HTTP_METHODS
 from tests.unit.manager.conftest import Harness, HarnessFactory
 from tests.unit.manager.test_http_rules import assert_error
@@ -110,3 +112,23 @@ async def test_the_limit_counts_requests_not_answered_ones(make_harness: Harness
             await h.client.post("/v1/fetcher", content=b"x" * (1024 * 1024 + 1))
         ).status_code == 413
     assert (await h.client.get("/version")).status_code == 200
+
+
+async def test_accepted_connections_send_without_nagle_delay() -> None:
+    """The HTTP server's accepted sockets carry ``TCP_NODELAY``: uvicorn writes a response's
+    head and body separately, and with Nagle's algorithm the body waited for the client's
+    delayed ACK, about 40 ms per request."""
+    sock = listen_socket("127.0.0.1", 0)
+    accepted: asyncio.Queue[asyncio.StreamWriter] = asyncio.Queue()
+
+    async def on_client(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await accepted.put(writer)
+
+    server = await asyncio.start_server(on_client, sock=sock)
+    async with server:
+        _, client = await asyncio.open_connection(*sock.getsockname()[:2])
+        served = await asyncio.wait_for(accepted.get(), 5)
+        nodelay = served.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        assert nodelay != 0
+        client.close()
+        served.close()
