@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 import secrets
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ __all__ = [
     "derive_key",
     "generate_master_key",
     "parse_master_key",
+    "tenant_label",
 ]
 
 MIN_MASTER_KEY_BYTES = 32
@@ -116,3 +118,20 @@ class KeySet:
         return "KeySet(<redacted>)"
 
     __str__ = __repr__
+
+
+def tenant_label(label: bytes, tenant: str) -> bytes:
+    """§12.5: the HKDF ``info`` of a per-tenant key, ``<label>/tenant/<tenantId>``.
+
+    Only the external HMAC and storage labels have per-tenant keys; ``tenant`` must match the
+    tenant pattern ``^[a-z0-9][a-z0-9_-]{0,62}$`` (checked here, so a malformed ID never
+    derives a key).
+    """
+    if label not in (EXTERNAL_HMAC_LABEL, STORAGE_LABEL):
+        raise ValueError("only the external HMAC and storage keys are per tenant")
+    if not isinstance(tenant, str) or _TENANT_PATTERN.fullmatch(tenant) is None:
+        raise ValueError("tenant ID does not match ^[a-z0-9][a-z0-9_-]{0,62}$")
+    return label + b"/tenant/" + tenant.encode("ascii")
+
+
+_TENANT_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
