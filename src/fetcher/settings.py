@@ -167,7 +167,7 @@ class _Reader:
             cors_origins=tuple(
                 o.strip() for o in self.get("CORS_ALLOWED_ORIGINS").split(",") if o.strip()
             ),
-            http_max_connections=self.integer("HTTP_MAX_CONNECTIONS", 1000, minimum=1),
+            http_max_connections=self._http_max_connections(mode),
             sqlite_allowed_dir=self.get("SQLITE_ALLOWED_DIR") or None,
             server_host=host,
             server_port=port,
@@ -185,6 +185,13 @@ class _Reader:
             secrets=secrets + tuple(s for d in internal.values() for s in d.secrets()),
             internal_datasources=internal,
         )
+
+    def _http_max_connections(self, mode: Mode) -> int:
+        """§9.1: requests in flight at once (§13), read by the Manager and embedded mode only;
+        the Worker's health server has no such limit and ignores the variable."""
+        if mode is Mode.WORKER:
+            return 1000
+        return self.integer("HTTP_MAX_CONNECTIONS", 1000, minimum=1)
 
     def _internal_datasources(
         self, mode: Mode, database_url: str

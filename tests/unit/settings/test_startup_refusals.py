@@ -124,3 +124,8 @@ def test_http_max_connections(mode: str) -> None:
         assert _refusal({**env, "HTTP_MAX_CONNECTIONS": bad}) == (
             "invalid value for HTTP_MAX_CONNECTIONS"
         )
+
+
+def test_the_worker_does_not_read_http_max_connections() -> None:
+    """§9.1: the variable is marked M and E only, so a Worker never refuses over it."""
+    assert Settings.from_env({**WORKER, "HTTP_MAX_CONNECTIONS": "0"}).mode is Mode.WORKER
