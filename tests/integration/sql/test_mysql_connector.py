@@ -4,7 +4,8 @@ the shared contract suite (tests/contract) does not cover."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -233,3 +234,46 @@ async def test_values_of_mysql_types(typed: ConnectionDescriptor) -> None:
         "0000-00-00",
     )
     assert all(value is None for key, value in rows[3].items() if key != "id")
+
+
+async def test_leaving_the_connector_mid_stream_does_not_wait_for_the_server(
+    typed: ConnectionDescriptor,
+) -> None:
+    """An abandoned stream (never closed) must not make ``__aexit__`` wait for the server,
+    which is blocked writing rows nobody reads; the server session then ends."""
+    async with fresh_database(
+        (
+            "CREATE TABLE wide (n INT, pad TEXT)",
+            "SET SESSION max_recursive_iterations = 1000000",
+            "INSERT INTO wide WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s "
+            "WHERE n < 20000) SELECT n, REPEAT('x', 1000) FROM s",
+        )
+    ) as (database, reader, password):
+        descriptor = replace(typed, database=database, username=reader, password=password)
+        started = asyncio.get_running_loop().time()
+        async with MysqlConnector(descriptor, batch_size=100) as connector:
+            [table] = (await connector.discover([])).tables
+            stream = connector.stream(TableQuery(table, table.columns))
+            assert len(await anext(stream)) == 100
+        assert asyncio.get_running_loop().time() - started < 5
+        assert isinstance(stream, AsyncGenerator)
+        await stream.aclose()
+        assert await _sessions_of(reader) == 0
+
+
+async def _sessions_of(user: str) -> int:
+    """The user's server sessions, polled for up to 5 s until there are none."""
+    conn = await admin_connect()
+    try:
+        async with conn.cursor() as cursor:
+            for _ in range(50):
+                await cursor.execute(
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", (user,)
+                )
+                count = int((await cursor.fetchone())[0])
+                if count == 0:
+                    break
+                await asyncio.sleep(0.1)
+    finally:
+        conn.close()
+    return count
