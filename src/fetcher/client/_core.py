@@ -1,0 +1,225 @@
+"""What the sync and async clients share: the route table, request building and answer
+parsing. The two client classes only send; every rule lives here once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from fetcher.client.errors import TransportError, error_from_response
+
+__all__ = ["ROUTES", "Call", "Route", "Submission", "build", "parse"]
+
+CONNECTIONS = "/v1/management/connections"
+LIST_PARAMS = ("limit", "page", "sortOrder", "type", "startDate", "endDate")
+TERMINAL = frozenset({"completed", "failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One Manager route: its method and path template, the parameters the client sends
+    (path, query and header names as in OpenAPI), and the schema names of its request body
+    and success bodies."""
+
+    method: str
+    path: str
+    params: tuple[str, ...] = ()
+    request: str | None = None
+    responses: tuple[str, ...] = ()
+    ok: tuple[int, ...] = (200,)
+
+
+ROUTES: dict[str, Route] = {
+    "create_connection": Route(
+        "POST",
+        CONNECTIONS,
+        ("X-Product-Name",),
+        "ConnectionCreate",
+        ("ConnectionResponse",),
+        (201,),
+    ),
+    "list_connections": Route(
+        "GET", CONNECTIONS, ("X-Product-Name", *LIST_PARAMS), None, ("ConnectionPage",)
+    ),
+    "list_unassigned": Route(
+        "GET", f"{CONNECTIONS}/unassigned", LIST_PARAMS, None, ("ConnectionPage",)
+    ),
+    "validate_schema": Route(
+        "POST",
+        f"{CONNECTIONS}/validate-schema",
+        (),
+        "ValidateSchemaRequest",
+        ("ValidateSchemaSuccess",),
+    ),
+    "get_connection": Route("GET", f"{CONNECTIONS}/{{id}}", ("id",), None, ("ConnectionResponse",)),
+    "update_connection": Route(
+        "PATCH", f"{CONNECTIONS}/{{id}}", ("id",), "ConnectionUpdate", ("ConnectionResponse",)
+    ),
+    "delete_connection": Route("DELETE", f"{CONNECTIONS}/{{id}}", ("id",), ok=(204,)),
+    "test_connection": Route("POST", f"{CONNECTIONS}/{{id}}/test", ("id",), None, ("TestResult",)),
+    "connection_schema": Route(
+        "GET", f"{CONNECTIONS}/{{id}}/schema", ("id", "schemas"), None, ("SchemaResponse",)
+    ),
+    "assign_connection": Route(
+        "POST",
+        f"{CONNECTIONS}/{{id}}/assign",
+        ("id", "X-Product-Name"),
+        None,
+        ("ConnectionResponse",),
+    ),
+    "submit": Route("POST", "/v1/fetcher", (), "JobRequest", ("JobAccepted",), (200, 202)),
+    "get_job": Route("GET", "/v1/fetcher/{id}", ("id",), None, ("JobResponse",)),
+    "events": Route("GET", "/v1/events", ("after", "limit", "type", "wait"), None, ("FeedPage",)),
+    "health": Route("GET", "/health", (), None, ("HealthBody",), (200, 503)),
+    "readyz": Route("GET", "/readyz", (), None, ("ReadyzBody",), (200, 503)),
+    # /openapi.json gives this route's 200 no schema; the body is ReadyzBody plus "tenant".
+    "readyz_tenant": Route("GET", "/readyz/tenant/{id}", ("id",), None, (), (200, 503)),
+    "metrics": Route("GET", "/metrics"),
+    "version": Route("GET", "/version", (), None, ("VersionBody",)),
+}
+"""Client method name → route. A unit test checks it against ``/openapi.json``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    route: Route
+    url: str
+    params: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """The answer of ``POST /v1/fetcher`` (§2.8): a new job (202) or the duplicate (200)."""
+
+    job_id: str
+    status: str
+    created_at: str
+    message: str
+    duplicate: bool
+    location: str | None
+
+
+def _clean(query: Mapping[str, object | None]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in query.items():
+        if value is None:
+            continue
+        out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
+def build(
+    name: str,
+    *,
+    path_id: str | None = None,
+    query: Mapping[str, object | None] | None = None,
+    headers: Mapping[str, str | None] | None = None,
+    body: Any = None,
+) -> Call:
+    """The request for client method ``name``. JSON bodies are compact UTF-8 and always sent
+    with ``Content-Type: application/json`` (§2.1: a body-reading route needs it)."""
+    route = ROUTES[name]
+    url = route.path
+    if "{id}" in url:
+        if not path_id:
+            raise ValueError(f"{name} needs an id")
+        url = url.replace("{id}", quote(str(path_id), safe=""))
+    sent = {k: v for k, v in (headers or {}).items() if v is not None}
+    data: bytes | None = None
+    if route.request is not None:
+        text = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        sent["Content-Type"] = "application/json"
+        data = text.encode("utf-8")
+    return Call(route, url, _clean(query or {}), sent, data)
+
+
+def parse(call: Call, response: httpx.Response) -> Any:
+    """The body of a success answer, or the typed :class:`ApiError` raised."""
+    if response.status_code not in call.route.ok:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        raise error_from_response(response.status_code, body, dict(response.headers))
+    if response.status_code == 204:
+        return None
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return response.json()
+    return response.text
+
+
+def submission(response: httpx.Response, body: Mapping[str, Any]) -> Submission:
+    return Submission(
+        job_id=str(body["jobId"]),
+        status=str(body["status"]),
+        created_at=str(body["createdAt"]),
+        message=str(body["message"]),
+        duplicate=response.status_code == 200,
+        location=response.headers.get("location"),
+    )
+
+
+def job_request(
+    mapped_fields: Mapping[str, Mapping[str, list[str]]],
+    metadata: Mapping[str, Any],
+    filters: Mapping[str, Any] | None,
+    limits: Mapping[str, int] | None,
+) -> dict[str, Any]:
+    """The §3.1 body; ``filters`` and ``limits`` only when given."""
+    data_request: dict[str, Any] = {"mappedFields": mapped_fields}
+    if filters:
+        data_request["filters"] = filters
+    if limits:
+        data_request["limits"] = limits
+    return {"dataRequest": data_request, "metadata": dict(metadata)}
+
+
+def list_query(
+    *,
+    limit: int | None,
+    page: int | None,
+    sort_order: str | None,
+    type: str | None,
+    start_date: str | None,
+    end_date: str | None,
+    metadata: Mapping[str, str] | None,
+) -> dict[str, object | None]:
+    query: dict[str, object | None] = {
+        "limit": limit,
+        "page": page,
+        "sortOrder": sort_order,
+        "type": type,
+        "startDate": start_date,
+        "endDate": end_date,
+    }
+    for key, value in (metadata or {}).items():
+        query[f"metadata.{key}"] = value
+    return query
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def transport_error(exc: httpx.HTTPError) -> TransportError:
+    return TransportError(f"{type(exc).__name__}: no answer from the Manager")
+
+
+class Backoff:
+    """Poll intervals for wait(): ``first`` doubling up to ``cap`` seconds."""
+
+    def __init__(self, first: float, cap: float) -> None:
+        self._next = first
+        self._cap = cap
+
+    def __call__(self, remaining: float) -> float:
+        delay = min(self._next, self._cap, max(remaining, 0.0))
+        self._next = min(self._next * 2, self._cap)
+        return delay

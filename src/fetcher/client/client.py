@@ -1,0 +1,390 @@
+"""Typed Manager API clients over httpx: :class:`FetcherClient` (sync) and
+:class:`AsyncFetcherClient` (async). Same methods, same arguments, same results.
+
+* Every non-2xx answer raises a typed :class:`~fetcher.client.errors.ApiError` carrying
+  ``code``, ``title``, ``message`` and ``fields`` (§2.2); no answer raises ``TransportError``.
+* ``token`` adds ``Authorization: Bearer <token>`` (§12); it never appears in ``repr``.
+* ``submit`` returns a :class:`Submission` whose ``duplicate`` tells a new job (202) from the
+  existing one (200, §3.8); ``wait`` polls ``GET /v1/fetcher/{id}`` with a capped backoff until
+  ``completed`` or ``failed``, or raises ``WaitTimeoutError``.
+* Pass ``transport=httpx.ASGITransport(app)`` (or any httpx transport) to test in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from types import TracebackType
+from typing import Any, cast
+
+import httpx
+
+from fetcher.client import _core
+from fetcher.client._core import TERMINAL, Backoff, Call, Submission
+from fetcher.client.errors import WaitTimeoutError
+from fetcher.client.types import (
+    ConnectionCreate,
+    ConnectionPage,
+    ConnectionResponse,
+    ConnectionUpdate,
+    FeedItem,
+    FeedPage,
+    HealthBody,
+    JobResponse,
+    MappedFields,
+    ReadyzBody,
+    SchemaResponse,
+    TestResult,
+    ValidateSchemaSuccess,
+    VersionBody,
+)
+
+__all__ = ["AsyncFetcherClient", "FetcherClient", "Submission"]
+
+DEFAULT_TIMEOUT = 30.0
+#: The feed's long-poll can hold a request for 30 s (§2.12): reads need more than that.
+FEED_READ_TIMEOUT = 45.0
+
+
+class _Base:
+    def __init__(self, base_url: str, token: str | None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = _core.auth_headers(token)
+
+    def __repr__(self) -> str:
+        auth = ", token=<redacted>" if self._headers else ""
+        return f"{type(self).__name__}({self.base_url!r}{auth})"
+
+    def _request(self, call: Call) -> httpx.Request:
+        timeout = httpx.Timeout(DEFAULT_TIMEOUT, read=FEED_READ_TIMEOUT)
+        return httpx.Request(
+            call.route.method,
+            self.base_url + call.url,
+            params=call.params,
+            headers={**self._headers, **call.headers},
+            content=call.body,
+            extensions={"timeout": timeout.as_dict()},
+        )
+
+
+class FetcherClient(_Base):
+    """Synchronous client. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        super().__init__(base_url, token)
+        self._http = httpx.Client(transport=transport, timeout=timeout)
+
+    def __enter__(self) -> FetcherClient:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: Call) -> tuple[httpx.Response, Any]:
+        try:
+            response = self._http.send(self._request(call))
+        except httpx.HTTPError as exc:
+            raise _core.transport_error(exc) from None
+        return response, _core.parse(call, response)
+
+    def _do(self, name: str, **kw: Any) -> Any:
+        return self._send(_core.build(name, **kw))[1]
+
+    # --- connections (§2.6) ---------------------------------------------------------------
+
+    def create_connection(
+        self, connection: ConnectionCreate, *, product: str
+    ) -> ConnectionResponse:
+        return cast(
+            ConnectionResponse,
+            self._do("create_connection", body=connection, headers={"X-Product-Name": product}),
+        )
+
+    def list_connections(self, *, product: str | None = None, **filters: Any) -> ConnectionPage:
+        """Filters: ``limit``, ``page``, ``sort_order``, ``type``, ``start_date``,
+        ``end_date``, ``metadata`` (a mapping matched as ``metadata.<key>``)."""
+        query = _core.list_query(**_list_filters(filters))
+        headers = {"X-Product-Name": product}
+        return cast(ConnectionPage, self._do("list_connections", query=query, headers=headers))
+
+    def list_unassigned(self, **filters: Any) -> ConnectionPage:
+        query = _core.list_query(**_list_filters(filters))
+        return cast(ConnectionPage, self._do("list_unassigned", query=query))
+
+    def get_connection(self, connection_id: str) -> ConnectionResponse:
+        return cast(ConnectionResponse, self._do("get_connection", path_id=connection_id))
+
+    def update_connection(
+        self, connection_id: str, changes: ConnectionUpdate
+    ) -> ConnectionResponse:
+        body = self._do("update_connection", path_id=connection_id, body=changes)
+        return cast(ConnectionResponse, body)
+
+    def delete_connection(self, connection_id: str) -> None:
+        self._do("delete_connection", path_id=connection_id)
+
+    def test_connection(self, connection_id: str) -> TestResult:
+        return cast(TestResult, self._do("test_connection", path_id=connection_id))
+
+    def connection_schema(
+        self, connection_id: str, *, schemas: list[str] | None = None
+    ) -> SchemaResponse:
+        query = {"schemas": ",".join(schemas) if schemas else None}
+        body = self._do("connection_schema", path_id=connection_id, query=query)
+        return cast(SchemaResponse, body)
+
+    def validate_schema(self, mapped_fields: MappedFields) -> ValidateSchemaSuccess:
+        """Raises ``SchemaValidationError`` (422, ``errors``) when something does not exist."""
+        body = self._do("validate_schema", body={"mappedFields": mapped_fields})
+        return cast(ValidateSchemaSuccess, body)
+
+    def assign_connection(self, connection_id: str, *, product: str) -> ConnectionResponse:
+        headers = {"X-Product-Name": product}
+        body = self._do("assign_connection", path_id=connection_id, headers=headers)
+        return cast(ConnectionResponse, body)
+
+    # --- jobs (§2.8) ----------------------------------------------------------------------
+
+    def submit(
+        self,
+        mapped_fields: Mapping[str, Mapping[str, list[str]]],
+        *,
+        metadata: Mapping[str, Any],
+        filters: Mapping[str, Any] | None = None,
+        limits: Mapping[str, int] | None = None,
+    ) -> Submission:
+        body = _core.job_request(mapped_fields, metadata, filters, limits)
+        response, parsed = self._send(_core.build("submit", body=body))
+        return _core.submission(response, parsed)
+
+    def get_job(self, job_id: str) -> JobResponse:
+        return cast(JobResponse, self._do("get_job", path_id=job_id))
+
+    def wait(
+        self, job_id: str, *, timeout: float = 300.0, poll_interval: float = 0.25
+    ) -> JobResponse:
+        """Poll until the job is ``completed`` or ``failed``; ``WaitTimeoutError`` after
+        ``timeout`` seconds. Intervals double from ``poll_interval`` up to 2 s."""
+        deadline, backoff = time.monotonic() + timeout, Backoff(poll_interval, 2.0)
+        while True:
+            job = self.get_job(job_id)
+            remaining = deadline - time.monotonic()
+            if job["status"] in TERMINAL:
+                return job
+            if remaining <= 0:
+                raise WaitTimeoutError(job_id, job)
+            time.sleep(backoff(remaining))
+
+    # --- event feed (§2.12) ----------------------------------------------------------------
+
+    def events(
+        self,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        type: str | None = None,
+        wait: int | None = None,
+    ) -> FeedPage:
+        query = {"after": after, "limit": limit, "type": type, "wait": wait}
+        return cast(FeedPage, self._do("events", query=query))
+
+    def follow_events(self, *, after: str = "0", wait: int = 30) -> Iterator[FeedItem]:
+        """Every feed item after ``after``, forever, long-polling ``wait`` seconds per page."""
+        while True:
+            page = self.events(after=after, wait=wait)
+            yield from page["items"]
+            after = page["next"]
+
+    # --- operational (§2.10) ---------------------------------------------------------------
+
+    def health(self) -> HealthBody:
+        return cast(HealthBody, self._do("health"))
+
+    def readyz(self) -> ReadyzBody:
+        return cast(ReadyzBody, self._do("readyz"))
+
+    def readyz_tenant(self, tenant_id: str) -> ReadyzBody:
+        return cast(ReadyzBody, self._do("readyz_tenant", path_id=tenant_id))
+
+    def metrics(self) -> str:
+        return cast(str, self._do("metrics"))
+
+    def version(self) -> VersionBody:
+        return cast(VersionBody, self._do("version"))
+
+
+class AsyncFetcherClient(_Base):
+    """Asynchronous client. Use as an async context manager, or call :meth:`aclose`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        super().__init__(base_url, token)
+        self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
+
+    async def __aenter__(self) -> AsyncFetcherClient:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: Call) -> tuple[httpx.Response, Any]:
+        try:
+            response = await self._http.send(self._request(call))
+        except httpx.HTTPError as exc:
+            raise _core.transport_error(exc) from None
+        return response, _core.parse(call, response)
+
+    async def _do(self, name: str, **kw: Any) -> Any:
+        return (await self._send(_core.build(name, **kw)))[1]
+
+    async def create_connection(
+        self, connection: ConnectionCreate, *, product: str
+    ) -> ConnectionResponse:
+        headers = {"X-Product-Name": product}
+        body = await self._do("create_connection", body=connection, headers=headers)
+        return cast(ConnectionResponse, body)
+
+    async def list_connections(
+        self, *, product: str | None = None, **filters: Any
+    ) -> ConnectionPage:
+        query = _core.list_query(**_list_filters(filters))
+        headers = {"X-Product-Name": product}
+        return cast(
+            ConnectionPage, await self._do("list_connections", query=query, headers=headers)
+        )
+
+    async def list_unassigned(self, **filters: Any) -> ConnectionPage:
+        query = _core.list_query(**_list_filters(filters))
+        return cast(ConnectionPage, await self._do("list_unassigned", query=query))
+
+    async def get_connection(self, connection_id: str) -> ConnectionResponse:
+        return cast(ConnectionResponse, await self._do("get_connection", path_id=connection_id))
+
+    async def update_connection(
+        self, connection_id: str, changes: ConnectionUpdate
+    ) -> ConnectionResponse:
+        body = await self._do("update_connection", path_id=connection_id, body=changes)
+        return cast(ConnectionResponse, body)
+
+    async def delete_connection(self, connection_id: str) -> None:
+        await self._do("delete_connection", path_id=connection_id)
+
+    async def test_connection(self, connection_id: str) -> TestResult:
+        return cast(TestResult, await self._do("test_connection", path_id=connection_id))
+
+    async def connection_schema(
+        self, connection_id: str, *, schemas: list[str] | None = None
+    ) -> SchemaResponse:
+        query = {"schemas": ",".join(schemas) if schemas else None}
+        body = await self._do("connection_schema", path_id=connection_id, query=query)
+        return cast(SchemaResponse, body)
+
+    async def validate_schema(self, mapped_fields: MappedFields) -> ValidateSchemaSuccess:
+        body = await self._do("validate_schema", body={"mappedFields": mapped_fields})
+        return cast(ValidateSchemaSuccess, body)
+
+    async def assign_connection(self, connection_id: str, *, product: str) -> ConnectionResponse:
+        headers = {"X-Product-Name": product}
+        body = await self._do("assign_connection", path_id=connection_id, headers=headers)
+        return cast(ConnectionResponse, body)
+
+    async def submit(
+        self,
+        mapped_fields: Mapping[str, Mapping[str, list[str]]],
+        *,
+        metadata: Mapping[str, Any],
+        filters: Mapping[str, Any] | None = None,
+        limits: Mapping[str, int] | None = None,
+    ) -> Submission:
+        body = _core.job_request(mapped_fields, metadata, filters, limits)
+        response, parsed = await self._send(_core.build("submit", body=body))
+        return _core.submission(response, parsed)
+
+    async def get_job(self, job_id: str) -> JobResponse:
+        return cast(JobResponse, await self._do("get_job", path_id=job_id))
+
+    async def wait(
+        self,
+        job_id: str,
+        *,
+        timeout: float = 300.0,  # noqa: ASYNC109 - the same signature as FetcherClient.wait
+        poll_interval: float = 0.25,
+    ) -> JobResponse:
+        """As :meth:`FetcherClient.wait`."""
+        loop = asyncio.get_running_loop()
+        deadline, backoff = loop.time() + timeout, Backoff(poll_interval, 2.0)
+        while True:
+            job = await self.get_job(job_id)
+            remaining = deadline - loop.time()
+            if job["status"] in TERMINAL:
+                return job
+            if remaining <= 0:
+                raise WaitTimeoutError(job_id, job)
+            await asyncio.sleep(backoff(remaining))
+
+    async def events(
+        self,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        type: str | None = None,
+        wait: int | None = None,
+    ) -> FeedPage:
+        query = {"after": after, "limit": limit, "type": type, "wait": wait}
+        return cast(FeedPage, await self._do("events", query=query))
+
+    async def follow_events(self, *, after: str = "0", wait: int = 30) -> AsyncIterator[FeedItem]:
+        while True:
+            page = await self.events(after=after, wait=wait)
+            for item in page["items"]:
+                yield item
+            after = page["next"]
+
+    async def health(self) -> HealthBody:
+        return cast(HealthBody, await self._do("health"))
+
+    async def readyz(self) -> ReadyzBody:
+        return cast(ReadyzBody, await self._do("readyz"))
+
+    async def readyz_tenant(self, tenant_id: str) -> ReadyzBody:
+        return cast(ReadyzBody, await self._do("readyz_tenant", path_id=tenant_id))
+
+    async def metrics(self) -> str:
+        return cast(str, await self._do("metrics"))
+
+    async def version(self) -> VersionBody:
+        return cast(VersionBody, await self._do("version"))
+
+
+_FILTER_NAMES = ("limit", "page", "sort_order", "type", "start_date", "end_date", "metadata")
+
+
+def _list_filters(filters: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = set(filters) - set(_FILTER_NAMES)
+    if unknown:
+        raise TypeError(f"unknown list filters: {sorted(unknown)}")
+    return {name: filters.get(name) for name in _FILTER_NAMES}
