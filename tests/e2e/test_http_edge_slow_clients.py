@@ -53,17 +53,25 @@ async def _trickle(writer: asyncio.StreamWriter, data: bytes, every: float) -> N
             await asyncio.sleep(every)
 
 
-async def _slow_header_client(port: int, *, first_request: bool) -> float:
-    """A connection trickling one header byte every 3 s; when ``first_request`` is false it
-    first completes a normal request, so the attack is on a kept-alive connection."""
+async def _read_response(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    await reader.readexactly(int(head.split(b"content-length: ")[1].split(b"\r\n")[0]))
+    return head
+
+
+async def _slow_header_client(port: int, *, after: bytes | None = None) -> float:
+    """A connection trickling one header byte every 3 s. With ``after``, the connection first
+    sends a request whose body ``after`` follows its answer (a route that ignores its body
+    answers early), so the attack is on a kept-alive connection between two requests."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     opened = time.monotonic()
-    if not first_request:
-        writer.write(REQUEST_HEAD)
+    if after is not None:
+        writer.write(REQUEST_HEAD[:-2] + b"Content-Length: %d\r\n\r\n" % len(after))
         await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 200"), head
-        await reader.readexactly(int(head.split(b"content-length: ")[1].split(b"\r\n")[0]))
+        await _read_response(reader)
+        writer.write(after)
+        await writer.drain()
         opened = time.monotonic()
     trickle = asyncio.create_task(_trickle(writer, REQUEST_HEAD, 3.0))
     try:
@@ -121,9 +129,10 @@ async def test_a_slow_header_client_is_disconnected_after_10_s(server: Embedded)
     # A long-poll whose headers are complete answers after 12 s: the deadline is about
     # headers only, never about the time a response takes.
     long_poll = asyncio.create_task(_long_poll(server.base_url))
-    fresh, kept_alive, silent, split_head = await asyncio.gather(
-        _slow_header_client(server.port, first_request=True),
-        _slow_header_client(server.port, first_request=False),
+    fresh, kept_alive, early, silent, split_head = await asyncio.gather(
+        _slow_header_client(server.port),
+        _slow_header_client(server.port, after=b""),
+        _slow_header_client(server.port, after=b"0123456789"),
         _silent_client(server.port),
         _slow_but_complete_head(server.port),
     )
@@ -131,7 +140,8 @@ async def test_a_slow_header_client_is_disconnected_after_10_s(server: Embedded)
     latencies = await normal
     polled = await long_poll
 
-    for name, closed in (("fresh", fresh), ("kept-alive", kept_alive), ("silent", silent)):
+    attacks = {"fresh": fresh, "kept-alive": kept_alive, "after early answer": early}
+    for name, closed in {**attacks, "silent": silent}.items():
         assert HEADER_DEADLINE - 1.5 < closed < CLOSED_BY, f"{name} connection closed at {closed}"
     assert split_head.startswith(b"HTTP/1.1 200"), split_head
     assert len(latencies) >= 8, latencies

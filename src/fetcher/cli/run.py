@@ -209,34 +209,40 @@ class _HeaderDeadlineProtocol(H11Protocol):
 
     Without it, a client that sends nothing, or one header byte every few seconds, holds its
     connection (a socket, a buffer, a protocol object) forever: uvicorn's keep-alive timer runs
-    only between requests and any byte cancels it. The deadline is armed when the connection
-    opens and again after each response, and disarmed as soon as h11 has parsed a whole request
-    head (the client's state leaves ``IDLE``), so slow bodies and slow responses are unaffected.
+    only between requests and any byte cancels it. The deadline runs whenever the client is
+    expected to send a request head (h11's client state is ``IDLE``): from the moment the
+    connection opens, and from the moment a new request cycle starts on a kept-alive one
+    (after the response, or after the rest of a body the application answered early). It stops
+    as soon as a whole head has been parsed, so slow bodies and slow responses are unaffected;
+    later bytes of the same head never restart it.
     """
 
     _header_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm_header_deadline()
+        self._sync_header_deadline()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:
-            self._disarm_header_deadline()
+        self._sync_header_deadline()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-            self._arm_header_deadline()
+        self._sync_header_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_deadline()
         super().connection_lost(exc)
 
-    def _arm_header_deadline(self) -> None:
-        self._disarm_header_deadline()
-        self._header_deadline = self.loop.call_later(HEADER_TIMEOUT_SECONDS, self._headers_overdue)
+    def _sync_header_deadline(self) -> None:
+        """Run the deadline while a request head is awaited; keep a running one as it is."""
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            self._disarm_header_deadline()
+        elif self._header_deadline is None:
+            self._header_deadline = self.loop.call_later(
+                HEADER_TIMEOUT_SECONDS, self._headers_overdue
+            )
 
     def _disarm_header_deadline(self) -> None:
         if self._header_deadline is not None:
