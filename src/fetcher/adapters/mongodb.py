@@ -31,7 +31,7 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import datetime
@@ -77,6 +77,7 @@ from fetcher.engine.values import (
 )
 
 __all__ = [
+    "FieldTally",
     "MongoConnector",
     "client_options",
     "coerce_filters",
@@ -98,6 +99,8 @@ DEFAULT_AUTH_SOURCE: Final = "admin"
 _SYSTEM_PREFIX: Final = "system."
 #: Collections sampled at once during discovery (each sample is one cursor).
 _DISCOVERY_CONCURRENCY: Final = 4
+#: Documents per cursor batch while sampling (bounded memory, few round trips).
+_SAMPLE_BATCH: Final = 500
 _TLS_MODES_ON: Final = frozenset({"true", "enable", "insecure"})
 _TRUE_TEXT: Final = frozenset({"true"})
 
@@ -396,13 +399,15 @@ def sample_size(count: int) -> int | None:
     return 10_000
 
 
-def sampled_columns(documents: Sequence[Mapping[str, Any]]) -> tuple[Column, ...]:
-    """The union of top-level keys (``_id`` always, first), typed by priority (§11.3, §11.4).
+class FieldTally:
+    """The §11.3 field types of one collection, folded document by document, so that a
+    sample of up to 10,000 documents is never held in memory at once."""
 
-    A field seen only as null has the ``other`` family and native type ``null``.
-    """
-    best: dict[str, str | None] = {"_id": None}
-    for document in documents:
+    def __init__(self) -> None:
+        self._best: dict[str, str | None] = {"_id": None}
+
+    def add(self, document: Mapping[str, Any]) -> None:
+        best = self._best
         for key, value in document.items():
             seen = mongo_type_of(value)
             current = best.get(key)
@@ -410,9 +415,23 @@ def sampled_columns(documents: Sequence[Mapping[str, Any]]) -> tuple[Column, ...
                 seen is not None and (current is None or _RANK[seen] < _RANK[current])
             ):
                 best[key] = seen if seen is not None else current
-    best["_id"] = best["_id"] or "objectId"  # an empty collection's ``_id`` is an ObjectId
-    names = ["_id", *sorted(k for k in best if k != "_id")]
-    return tuple(_column(name, best[name]) for name in names)
+
+    def columns(self) -> tuple[Column, ...]:
+        """``_id`` first (an ObjectId when never seen), then the other keys by code point."""
+        best = {**self._best, "_id": self._best["_id"] or "objectId"}
+        names = ["_id", *sorted(k for k in best if k != "_id")]
+        return tuple(_column(name, best[name]) for name in names)
+
+
+def sampled_columns(documents: Iterable[Mapping[str, Any]]) -> tuple[Column, ...]:
+    """The union of top-level keys (``_id`` always, first), typed by priority (§11.3, §11.4).
+
+    A field seen only as null has the ``other`` family and native type ``null``.
+    """
+    tally = FieldTally()
+    for document in documents:
+        tally.add(document)
+    return tally.columns()
 
 
 def _column(name: str, sampled: str | None) -> Column:
@@ -593,7 +612,7 @@ class MongoConnector:
 
                 async def one(name: str, kind: str) -> TableSchema:
                     async with gate:
-                        columns = sampled_columns(await _sample(db, name, kind))
+                        columns = await _sample(db, name, kind)
                     return TableSchema(schema="", name=name, columns=columns)
 
                 tables = await asyncio.gather(*(one(n, k) for n, k in listed))
@@ -635,8 +654,9 @@ async def _list_collections(db: AsyncDatabase[Document]) -> list[tuple[str, str]
     return listed
 
 
-async def _sample(db: AsyncDatabase[Document], name: str, kind: str) -> list[Document]:
-    """§11.3: every document up to 1,000, else a ``$sample`` sized by the document count."""
+async def _sample(db: AsyncDatabase[Document], name: str, kind: str) -> tuple[Column, ...]:
+    """§11.3: every document up to 1,000, else a ``$sample`` sized by the document count;
+    folded into a :class:`FieldTally` one cursor batch at a time."""
     collection = db[name]
     if kind == "view":
         count = await collection.count_documents({})  # views have no collection metadata
@@ -644,6 +664,14 @@ async def _sample(db: AsyncDatabase[Document], name: str, kind: str) -> list[Doc
         count = await collection.estimated_document_count()
     size = sample_size(count)
     if size is None:
-        return await collection.find({}, limit=1_000, batch_size=1_000).to_list(None)
-    cursor = await collection.aggregate([{"$sample": {"size": size}}], batchSize=size)
-    return await cursor.to_list(None)
+        cursor: Any = collection.find({}, limit=1_000, batch_size=_SAMPLE_BATCH)
+    else:
+        pipeline = [{"$sample": {"size": size}}]
+        cursor = await collection.aggregate(pipeline, batchSize=_SAMPLE_BATCH)
+    tally = FieldTally()
+    try:
+        async for document in cursor:
+            tally.add(document)
+    finally:
+        await cursor.close()
+    return tally.columns()
