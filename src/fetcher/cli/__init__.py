@@ -15,6 +15,8 @@ commands:
   demo [--keep]         run the embedded demonstration end to end
   derive-key            print the external HMAC key (or --purpose storage) of APP_ENC_KEY
   generate-master-key   print a new random master key
+  events tail           follow job events: verify, deduplicate, print (--json, --feed URL)
+  result get <id|key>   download, verify and decrypt a result (-o FILE)
 """
 
 
@@ -40,5 +42,13 @@ def main(argv: list[str] | None = None) -> int:
         from fetcher.cli.demo import demo_command
 
         return demo_command(rest, dict(os.environ))
+    if command == "events":
+        from fetcher.cli.events import events_command
+
+        return events_command(rest, dict(os.environ))
+    if command == "result":
+        from fetcher.cli.result import result_command
+
+        return result_command(rest, dict(os.environ))
     sys.stderr.write(USAGE)
     return 1

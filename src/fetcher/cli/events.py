@@ -1,0 +1,238 @@
+"""``fetcher events tail``: follow job events, verify and deduplicate them, print one line each
+(CONTRACT §8, §2.12) — through the consumer kit.
+
+* By default it consumes from RabbitMQ: a queue bound to ``job.completed`` and ``job.failed``
+  (or ``--type``) on the events exchange — ``--queue NAME`` for a durable queue of your own,
+  otherwise an exclusive server-named one that disappears with the command. Every message is
+  verified (§8.5 signature over the delivered exchange and routing key, freshness, tenant,
+  schema): a rejected one is dead-lettered (``reject requeue=false``) and reported on stderr.
+  A repeated ``ce-id`` is acknowledged and not printed again.
+* ``--feed URL`` follows the Manager's event feed instead (``GET /v1/events`` long-polling,
+  ``FETCHER_API_TOKEN`` as the bearer token). Feed items carry no signature: the tenant, the
+  schema version and the header/body agreement are still checked.
+
+Output: ``<ce-time> completed <jobId> rows=<n> bytes=<n> path=<key>`` or
+``<ce-time> failed <jobId> error=<json text>``; ``--json`` prints one compact JSON object per
+event instead. ``--count N`` exits after N new events. Status lines go to stderr on a terminal
+only. Connection settings: ``--amqp URL`` or ``FETCHER_AMQP_URL``, else ``RABBITMQ_HOST``,
+``RABBITMQ_PORT_AMQP``, ``RABBITMQ_DEFAULT_USER``, ``RABBITMQ_DEFAULT_PASS``, ``RABBITMQ_VHOST``;
+the exchange from ``--exchange`` or ``RABBITMQ_JOB_EVENTS_EXCHANGE`` (``fetcher.job.events``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
+from urllib.parse import quote
+
+from fetcher.cli.result import ConfigError, consumer_keys
+from fetcher.client import AsyncFetcherClient, FetcherError
+from fetcher.consumer import (
+    ConsumerKeys,
+    EventError,
+    JobCompleted,
+    JobEvent,
+    MemoryDeduplicator,
+    event_from_feed_item,
+    verify_event,
+)
+
+__all__ = ["events_command"]
+
+DEFAULT_EXCHANGE = "fetcher.job.events"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fetcher events tail", description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="one JSON object per event")
+    parser.add_argument("--feed", metavar="URL", help="follow the Manager's event feed at URL")
+    parser.add_argument("--after", default="0", help="feed cursor to start after (with --feed)")
+    parser.add_argument("--amqp", metavar="URL", help="broker URL (default: FETCHER_AMQP_URL)")
+    parser.add_argument("--exchange", help="events exchange (RABBITMQ_JOB_EVENTS_EXCHANGE)")
+    parser.add_argument("--queue", help="a durable queue of your own (default: exclusive)")
+    parser.add_argument("--type", choices=("completed", "failed"), help="only this status")
+    parser.add_argument("--tenant", help="use this tenant's keys (multi-tenant mode)")
+    parser.add_argument("--max-age", type=float, default=24 * 3600.0, help="seconds (t)")
+    parser.add_argument("--count", type=int, help="exit after this many new events")
+    return parser
+
+
+@dataclass
+class _Printer:
+    out: TextIO
+    as_json: bool
+    remaining: int | None
+
+    def emit(self, event: JobEvent, routing_key: str) -> bool:
+        """Print one event; False once ``--count`` events were printed."""
+        self.out.write(self._line(event, routing_key) + "\n")
+        self.out.flush()
+        if self.remaining is None:
+            return True
+        self.remaining -= 1
+        return self.remaining > 0
+
+    def _line(self, event: JobEvent, routing_key: str) -> str:
+        env = event.envelope
+        if self.as_json:
+            doc = {
+                "ce_id": env.id,
+                "ce_time": env.time,
+                "tenant": env.tenant_id,
+                "routing_key": routing_key,
+                "data": json.loads(event.body),
+            }
+            return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+        if isinstance(event, JobCompleted):
+            r = event.result
+            return (
+                f"{env.time} completed {event.job_id} rows={r.row_count} "
+                f"bytes={r.size_bytes} path={r.path}"
+            )
+        message = json.dumps(event.error_message, ensure_ascii=False)
+        return f"{env.time} failed {event.job_id} error={message}"
+
+
+def _amqp_url(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    if args.amqp or env.get("FETCHER_AMQP_URL"):
+        return str(args.amqp or env["FETCHER_AMQP_URL"])
+    user = quote(env.get("RABBITMQ_DEFAULT_USER", "guest"), safe="")
+    password = quote(env.get("RABBITMQ_DEFAULT_PASS", "guest"), safe="")
+    host = env.get("RABBITMQ_HOST", "127.0.0.1")
+    port = env.get("RABBITMQ_PORT_AMQP", "5672")
+    vhost = quote(env.get("RABBITMQ_VHOST", "/"), safe="")
+    return f"amqp://{user}:{password}@{host}:{port}/{vhost}"
+
+
+async def _tail_amqp(
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    keys: ConsumerKeys,
+    printer: _Printer,
+    status: TextIO,
+) -> None:
+    import aio_pika
+
+    exchange_name = args.exchange or env.get("RABBITMQ_JOB_EVENTS_EXCHANGE") or DEFAULT_EXCHANGE
+    dedup = MemoryDeduplicator()
+    connection = await aio_pika.connect_robust(_amqp_url(args, env), timeout=10)
+    async with connection:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=32)
+        exchange = await channel.declare_exchange(
+            exchange_name, aio_pika.ExchangeType.TOPIC, durable=True
+        )
+        if args.queue:
+            queue = await channel.declare_queue(args.queue, durable=True)
+        else:
+            queue = await channel.declare_queue("", exclusive=True, auto_delete=True)
+        for status_name in (args.type,) if args.type else ("completed", "failed"):
+            await queue.bind(exchange, routing_key=f"job.{status_name}")
+        if status.isatty():
+            status.write(f"listening on {exchange_name} (queue {queue.name})\n")
+        async with queue.iterator() as messages:
+            async for message in messages:
+                fresh = await _handle(
+                    message,
+                    keys=keys,
+                    dedup=dedup,
+                    printer=printer,
+                    max_age=args.max_age,
+                    status=status,
+                )
+                if not fresh:
+                    return
+
+
+async def _handle(
+    message: Any,
+    *,
+    keys: ConsumerKeys,
+    dedup: MemoryDeduplicator,
+    printer: _Printer,
+    max_age: float,
+    status: TextIO,
+) -> bool:
+    """Verify, deduplicate, print, settle one delivery; False when ``--count`` is reached."""
+    try:
+        event = verify_event(
+            message.headers or {},
+            message.body,
+            exchange=message.exchange or "",
+            routing_key=message.routing_key or "",
+            keys=keys,
+            max_age=max_age,
+        )
+    except EventError as exc:
+        await message.reject(requeue=False)
+        status.write(f"rejected {type(exc).__name__}: {exc}\n")
+        return True
+    if not await dedup.claim(event.ce_id):
+        await message.ack()
+        return True
+    try:
+        go_on = printer.emit(event, message.routing_key or "")
+    except BaseException:
+        await dedup.release(event.ce_id)
+        raise
+    await message.ack()
+    return go_on
+
+
+async def _tail_feed(
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    keys: ConsumerKeys,
+    printer: _Printer,
+    status: TextIO,
+) -> None:
+    dedup = MemoryDeduplicator()
+    token = env.get("FETCHER_API_TOKEN") or None
+    if status.isatty():
+        status.write(f"following {args.feed}/v1/events after {args.after} (unsigned feed)\n")
+    async with AsyncFetcherClient(args.feed, token=token) as api:
+        async for item in api.follow_events(after=args.after):
+            if args.type and item["routingKey"] != f"job.{args.type}":
+                continue
+            try:
+                event = event_from_feed_item(item, keys)
+            except EventError as exc:
+                status.write(f"rejected cursor {item['cursor']}: {exc}\n")
+                continue
+            if await dedup.claim(event.ce_id) and not printer.emit(event, item["routingKey"]):
+                return
+
+
+def events_command(
+    argv: list[str],
+    env: Mapping[str, str],
+    stdout: TextIO = sys.stdout,
+    stderr: TextIO = sys.stderr,
+) -> int:
+    """``fetcher events tail …``: 0 after ``--count`` events or Ctrl-C, 1 usage, 2 failure."""
+    if not argv or argv[0] != "tail":
+        stderr.write("usage: fetcher events tail [--json] [--feed URL] [--count N] …\n")
+        return 1
+    try:
+        args = _parser().parse_args(argv[1:])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        keys = consumer_keys(env, args.tenant)
+        printer = _Printer(stdout, args.json, args.count)
+        tail = _tail_feed if args.feed else _tail_amqp
+        asyncio.run(tail(args, env, keys, printer, stderr))
+    except ConfigError as exc:
+        stderr.write(f"Error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    except (FetcherError, OSError, ConnectionError) as exc:
+        stderr.write(f"Error: {type(exc).__name__}: {exc}\n")
+        return 2
+    return 0

@@ -1,0 +1,208 @@
+"""``fetcher result get <jobId|objectKey> [-o FILE]``: download a result object, verify its GCM
+tag and HMAC, decrypt it and write the §5.4 JSON (CONTRACT §6.3) — through the consumer kit.
+
+Exit codes: 0 written; 1 usage or configuration error; 2 the job, the object or a service is
+not available; 3 integrity failure (tampered or truncated object, wrong key, HMAC or size
+mismatch). Nothing is written on failure: ``-o FILE`` is filled through a temporary file that
+is renamed into place only after verification. Progress (bytes, then rows) goes to stderr on a
+terminal only.
+
+Configuration (the same variable names as the server where they exist):
+
+* keys: ``FETCHER_EXTERNAL_KEY`` and ``FETCHER_STORAGE_KEY`` (the hex or whole lines that
+  ``fetcher derive-key [--purpose storage]`` prints), else ``APP_ENC_KEY``; ``--tenant`` selects
+  per-tenant keys (§12.5);
+* objects: ``OBJECT_STORAGE_BUCKET`` with ``OBJECT_STORAGE_ENDPOINT``,
+  ``OBJECT_STORAGE_ACCESS_KEY_ID``, ``OBJECT_STORAGE_SECRET_KEY``, ``OBJECT_STORAGE_REGION``,
+  ``OBJECT_STORAGE_USE_PATH_STYLE``; without a bucket, the folder ``OBJECT_STORAGE_LOCAL_DIR``;
+* a job ID is looked up at ``--api URL`` or ``FETCHER_API_URL`` (``FETCHER_API_TOKEN`` as the
+  bearer token); an object key needs ``--hmac`` (the job's ``resultHmac``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, TextIO
+
+from fetcher.client import FetcherClient, FetcherError
+from fetcher.consumer import (
+    ConsumerKeys,
+    IntegrityError,
+    LocalFolderSource,
+    ObjectSource,
+    ResultError,
+    ResultNotFoundError,
+    ResultRef,
+    S3Source,
+    VerifiedResult,
+    open_result,
+)
+from fetcher.crypto import MasterKeyError
+
+__all__ = ["ConfigError", "consumer_keys", "result_command"]
+
+EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTEGRITY = 1, 2, 3
+
+
+class ConfigError(Exception):
+    """A missing or unusable setting; the message says which."""
+
+
+def consumer_keys(env: Mapping[str, str], tenant: str | None) -> ConsumerKeys:
+    """Keys from ``FETCHER_EXTERNAL_KEY``/``FETCHER_STORAGE_KEY``, else ``APP_ENC_KEY``."""
+    external = env.get("FETCHER_EXTERNAL_KEY", "").strip()
+    storage = env.get("FETCHER_STORAGE_KEY", "").strip() or None
+    try:
+        if external:
+            return ConsumerKeys.from_hex(external=external, storage=storage, tenant=tenant)
+        if env.get("APP_ENC_KEY", "").strip():
+            return ConsumerKeys.from_master(env["APP_ENC_KEY"], tenant=tenant)
+    except MasterKeyError as exc:
+        raise ConfigError(f"APP_ENC_KEY: {exc.reason}") from None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    raise ConfigError(
+        "set FETCHER_EXTERNAL_KEY and FETCHER_STORAGE_KEY (fetcher derive-key output), "
+        "or APP_ENC_KEY"
+    )
+
+
+def object_source(env: Mapping[str, str]) -> ObjectSource | S3Source:
+    bucket = env.get("OBJECT_STORAGE_BUCKET", "").strip()
+    if not bucket:
+        return LocalFolderSource(env.get("OBJECT_STORAGE_LOCAL_DIR", "./fetcher-data/objects"))
+    return S3Source(
+        bucket,
+        endpoint_url=env.get("OBJECT_STORAGE_ENDPOINT") or None,
+        access_key_id=env.get("OBJECT_STORAGE_ACCESS_KEY_ID") or None,
+        secret_access_key=env.get("OBJECT_STORAGE_SECRET_KEY") or None,
+        region=env.get("OBJECT_STORAGE_REGION") or "us-east-1",
+        path_style=env.get("OBJECT_STORAGE_USE_PATH_STYLE", "").lower() in ("1", "true", "yes"),
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fetcher result get", description="Download, verify and decrypt a job's result."
+    )
+    parser.add_argument("target", help="a job ID (looked up via the API) or an object key")
+    parser.add_argument("-o", "--output", help="write the JSON to FILE (default: stdout)")
+    parser.add_argument("--hmac", help="expected result HMAC (required with an object key)")
+    parser.add_argument("--size", type=int, help="expected plaintext size in bytes")
+    parser.add_argument("--api", help="Manager base URL (default: FETCHER_API_URL)")
+    parser.add_argument("--tenant", help="use this tenant's keys (multi-tenant mode)")
+    return parser
+
+
+def _is_job_id(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return "/" not in text
+
+
+def _reference(args: argparse.Namespace, env: Mapping[str, str]) -> ResultRef:
+    if not _is_job_id(args.target):
+        if not args.hmac:
+            raise ConfigError("an object key needs --hmac (the job's resultHmac)")
+        return ResultRef(args.target, args.hmac, size_bytes=args.size)
+    api = args.api or env.get("FETCHER_API_URL", "")
+    if not api:
+        raise ConfigError("a job ID needs --api URL or FETCHER_API_URL")
+    with FetcherClient(api, token=env.get("FETCHER_API_TOKEN") or None) as client:
+        job = client.get_job(args.target)
+    if job["status"] != "completed":
+        raise ResultNotFoundError(f"job {args.target} is {job['status']}: it has no result")
+    return ResultRef.of(dict(job))
+
+
+class _Progress:
+    """Bytes read, rewritten in place on a terminal; silent otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.enabled = stream.isatty()
+
+    def bytes_read(self, count: int) -> None:
+        if self.enabled:
+            self._stream.write(f"\rdownloaded {count / 1048576:.1f} MiB")
+            self._stream.flush()
+
+    def done(self, result: VerifiedResult) -> None:
+        if not self.enabled:
+            return
+        counts = result.row_counts()
+        rows = sum(n for tables in counts.values() for n in tables.values())
+        tables = sum(len(t) for t in counts.values())
+        self._stream.write(
+            f"\rverified {result.size_bytes} bytes: {rows} rows in {tables} tables\n"
+        )
+
+
+async def _fetch(
+    ref: ResultRef, keys: ConsumerKeys, env: Mapping[str, str], progress: _Progress
+) -> VerifiedResult:
+    source = object_source(env)
+    if isinstance(source, S3Source):
+        async with source:
+            return await open_result(ref, source, keys, on_progress=progress.bytes_read)
+    return await open_result(ref, source, keys, on_progress=progress.bytes_read)
+
+
+def _write(result: VerifiedResult, output: str | None, stdout: IO[bytes]) -> None:
+    if output is None:
+        result.write_to(stdout)
+        stdout.flush()
+        return
+    target = Path(output)
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - renamed into place below
+        dir=target.parent or ".", prefix=f".{target.name}.", delete=False
+    )
+    try:
+        with handle:
+            result.write_to(handle)
+        os.replace(handle.name, target)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise
+
+
+def result_command(
+    argv: list[str],
+    env: Mapping[str, str],
+    stdout: IO[bytes] | None = None,
+    stderr: TextIO = sys.stderr,
+) -> int:
+    """``fetcher result get …``; returns the exit code (module docstring)."""
+    if not argv or argv[0] != "get":
+        stderr.write("usage: fetcher result get <jobId|objectKey> [-o FILE] [--hmac HEX]\n")
+        return EXIT_USAGE
+    try:
+        args = _parser().parse_args(argv[1:])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    progress = _Progress(stderr)
+    try:
+        keys = consumer_keys(env, args.tenant)
+        ref = _reference(args, env)
+        with asyncio.run(_fetch(ref, keys, env, progress)) as result:
+            _write(result, args.output, stdout or sys.stdout.buffer)
+            progress.done(result)
+    except ConfigError as exc:
+        stderr.write(f"Error: {exc}\n")
+        return EXIT_USAGE
+    except IntegrityError as exc:
+        stderr.write(f"\nintegrity check failed: {exc}; nothing was written\n")
+        return EXIT_INTEGRITY
+    except (ResultError, FetcherError, OSError) as exc:
+        stderr.write(f"\nError: {exc}\n")
+        return EXIT_UNAVAILABLE
+    return 0
