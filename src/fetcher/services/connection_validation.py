@@ -251,8 +251,9 @@ def sqlite_location_ok(
 ) -> bool:
     """§2.5.1 location rules: an absolute path whose realpath lies inside
     ``realpath(allowed_dir)`` and names a regular, readable SQLite file that is not the metadata
-    store's own file. Hosts call it again before every open (the re-check row)."""
-    if not os.path.isabs(path):
+    store's own file; its last component is not a symbolic link (version 2, §13). Hosts call it
+    again before every open (the re-check row)."""
+    if not os.path.isabs(path) or os.path.islink(path):
         return False
     try:
         real = os.path.realpath(path)

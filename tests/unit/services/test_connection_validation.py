@@ -554,9 +554,12 @@ def test_sqlite_symlink_escaping(tmp_path: Path, sqlite_dir: Path) -> None:
     _location_error(str(sqlite_dir / "link.db"), sqlite_dir)
 
 
-def test_sqlite_symlink_inside_is_fine(sqlite_dir: Path) -> None:
+def test_sqlite_symlink_inside_is_refused(sqlite_dir: Path) -> None:
+    """§2.5.1 (version 2): the last component must not be a symbolic link, even one that
+    points at a valid file inside the allowed directory."""
     (sqlite_dir / "alias.db").symlink_to(sqlite_dir / "demo.db")
-    assert _create(_sqlite(str(sqlite_dir / "alias.db"), sqlite_dir), **_embedded(sqlite_dir))
+    _location_error(str(sqlite_dir / "alias.db"), sqlite_dir)
+    assert _create(_sqlite(str(sqlite_dir / "demo.db"), sqlite_dir), **_embedded(sqlite_dir))
 
 
 def test_sqlite_not_an_sqlite_file(sqlite_dir: Path) -> None:
