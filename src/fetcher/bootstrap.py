@@ -159,6 +159,7 @@ def assemble_runtime(
         metadata_store_path=settings.sqlite_path,
         ssrf_guard=settings.ssrf_guard,
         schema_cache=SchemaCache(settings.schema_cache_ttl),
+        redactor=Redactor(secrets=settings.secrets),
     )
     jobs = JobService(
         store=store,

@@ -1,4 +1,24 @@
-"""JSON-lines logging on stdout (§9.1 ``LOG_LEVEL``), every message redacted (§8.7, §9.2)."""
+"""JSON-lines logging on stdout (§9.1 ``LOG_LEVEL``), every value redacted (§8.7, §9.2).
+
+One line per record, one JSON object per line::
+
+    {"ts":"2026-12-01T15:18:28.123Z","level":"info","event":"job created","logger":"…",
+     "env":"development","request_id":"…","job_id":"…","product":"payments"}
+
+* ``ts`` (UTC, milliseconds), ``level`` (``debug``, ``info``, ``warning``, ``error``,
+  ``critical``), ``event`` (the message), ``logger`` and ``env`` (``ENV_NAME``) come first;
+* then the bound context of :mod:`fetcher.services.log_context` (``request_id``, ``job_id``,
+  ``connection_id``, ``product``, ``tenant``, ``sub``), then the ``extra=`` fields of the call;
+* ``exception`` holds a traceback, when there is one.
+
+Every string value passes through the redactor, whose step 1 knows the process's secrets
+(§8.7, §9.2); numbers and booleans cannot carry one and stay numbers. An ``event`` whose
+variable parts were already redacted where they arose (``extra=LOG_REDACTED``) is not redacted
+again: §8.7 redacts one text once. A traceback always is.
+
+The standard library is enough here: every module, uvicorn and the drivers log through
+:mod:`logging`, and the context lives in one :class:`~contextvars.ContextVar`.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +28,9 @@ import sys
 from datetime import UTC, datetime
 
 from fetcher.crypto import Redactor
+from fetcher.services.log_context import current_log_context
 
-__all__ = ["configure_logging"]
+__all__ = ["JsonFormatter", "configure_logging"]
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -18,31 +39,56 @@ _LEVELS = {
     "warning": logging.WARNING,
     "error": logging.ERROR,
 }
+_FIXED = ("ts", "level", "event", "logger", "env", "exception")
+#: Attributes every LogRecord has; anything else on a record came from ``extra=``.
+_RECORD_ATTRIBUTES = frozenset(
+    vars(logging.LogRecord("", 0, "", 0, "", None, None))
+) | {"message", "asctime", "redacted", "taskName"}
 
 
-class _JsonFormatter(logging.Formatter):
+def _timestamp(created: float) -> str:
+    moment = datetime.fromtimestamp(created, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+class JsonFormatter(logging.Formatter):
+    """The line format above; ``redactor`` knows the process's secrets (§8.7 step 1)."""
+
     def __init__(self, redactor: Redactor, env_name: str) -> None:
         super().__init__()
         self._redactor = redactor
         self._env = env_name
 
+    def _value(self, value: object) -> object:
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        return self._redactor.redact(str(value))
+
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
-        if record.exc_info:
-            message += "\n" + self.formatException(record.exc_info)
-        entry = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+        already_redacted = getattr(record, "redacted", False) is True
+        entry: dict[str, object] = {
+            "ts": _timestamp(record.created),
             "level": record.levelname.lower(),
+            "event": message if already_redacted else self._redactor.redact(message),
             "logger": record.name,
             "env": self._env,
-            "message": self._redactor.redact(message),
         }
+        fields = {**current_log_context()}
+        fields.update(
+            (k, v) for k, v in vars(record).items() if k not in _RECORD_ATTRIBUTES
+        )
+        for key, value in fields.items():
+            if key not in _FIXED:
+                entry[key] = self._value(value)
+        if record.exc_info:
+            entry["exception"] = self._redactor.redact(self.formatException(record.exc_info))
         return json.dumps(entry, ensure_ascii=False)
 
 
 def configure_logging(level: str, redactor: Redactor, env_name: str) -> None:
     handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(_JsonFormatter(redactor, env_name))
+    handler.setFormatter(JsonFormatter(redactor, env_name))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS.get(level.lower(), logging.INFO))

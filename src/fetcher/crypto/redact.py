@@ -23,15 +23,29 @@ Everything else survives unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import re
 from collections.abc import Callable, Iterable
 
-__all__ = ["MAX_PATTERN_INPUT", "REDACTED", "Redactor", "redact", "redact_url"]
+__all__ = [
+    "INLINE_LIMIT",
+    "LOG_REDACTED",
+    "MAX_PATTERN_INPUT",
+    "REDACTED",
+    "Redactor",
+    "redact",
+    "redact_url",
+]
 
 REDACTED = "[redacted]"
 #: §8.7: steps 2 to 11 see at most this many code points (the text after step 1, cut).
 MAX_PATTERN_INPUT = 4096
+#: :meth:`Redactor.redact_async` redacts longer texts in a worker thread (§13 "Blocking work").
+INLINE_LIMIT = 1024
+#: ``extra`` for a log call whose variable parts were redacted where they were produced: the
+#: log formatter then does not redact the message again (§8.7: one text is redacted once).
+LOG_REDACTED = {"redacted": True}
 _MIN_LITERAL = 4
 _MAX_PASSES = 4
 #: A redaction marker that no step may match: ten private-use code points, the length of
@@ -398,6 +412,14 @@ class Redactor:
         """
         text = self._redact_literals(text.replace(REDACTED, _INERT))
         return _pattern_steps(text[:MAX_PATTERN_INPUT])
+
+    async def redact_async(self, text: str) -> str:
+        """:meth:`redact` from async code: a text longer than :data:`INLINE_LIMIT` is redacted
+        in a worker thread, so untrusted text never holds the event loop (§13 "Blocking
+        work"); a short one inline, where a thread hop would cost more than the work."""
+        if len(text) <= INLINE_LIMIT:
+            return self.redact(text)
+        return await asyncio.to_thread(self.redact, text)
 
     def __call__(self, text: str) -> str:
         return self.redact(text)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from fetcher.crypto import Redactor
+from fetcher.crypto.redact import LOG_REDACTED
 from fetcher.engine import ConnectionDescriptor, Connector, ConnectorRegistry, EngineError
 from fetcher.engine.model import TlsSettings
 from fetcher.engine.types import DiscoveredSchema, EngineType
@@ -89,28 +90,25 @@ def not_found(entity: str) -> ApiError:
 class ConnectFailed(Exception):
     """A connect failure (decryption, SQLITE re-check, DNS under the guard, driver, timeout).
 
-    ``detail`` is driver text and MUST be redacted before it leaves the process (§8.7).
+    ``detail`` is the raw driver text; ``redactor`` knows the values of the connection it came
+    from. It is redacted once, where it is logged (§8.7), and never shown by ``str()``.
     """
 
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail)
+    def __init__(self, detail: str, redactor: Redactor | None = None) -> None:
+        super().__init__("connect failed")
         self.detail = detail
+        self.redactor = redactor
 
 
-class _DiscoveryFailed(Exception):
-    """Connected, but discovery failed or timed out (§2.6.8 → 502 FET-1042); ``detail`` is
-    already redacted."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail)
-        self.detail = detail
+class _DiscoveryFailed(ConnectFailed):
+    """Connected, but discovery failed or timed out (§2.6.8 → 502 FET-1042)."""
 
 
-def _redactor(descriptor: ConnectionDescriptor) -> Redactor:
-    """§8.7 step 1 for one connection: its password, TLS key and host."""
-    return Redactor(
-        secrets=descriptor.secrets(), hosts=[descriptor.host] if descriptor.host else []
-    )
+def _values(descriptor: ConnectionDescriptor) -> tuple[tuple[str, ...], list[str]]:
+    """§8.7 step 1 for one connection: its password and TLS key; its host and the address
+    the SSRF pre-dial pinned (the address the driver dials, §2.9.1)."""
+    hosts = [h for h in (descriptor.host, descriptor.pinned_address) if h]
+    return descriptor.secrets(), hosts
 
 
 def _detail(exc: BaseException) -> str:
@@ -332,6 +330,9 @@ class ConnectionService:
     schema_cache: SchemaCache = field(default_factory=SchemaCache)
     limiter: ConnectionTestLimiter = field(default_factory=ConnectionTestLimiter)
     started_at: datetime = field(default_factory=lambda: SystemClock().now())
+    #: §8.7 step 1 values of the process (keys, service passwords); each connection's own
+    #: values are added per use.
+    redactor: Redactor = field(default_factory=Redactor)
 
     # -- create, read, list --------------------------------------------------------------
 
@@ -602,17 +603,30 @@ class ConnectionService:
                 async with self.session(descriptor) as connector:
                     await connector.probe()
         except (ConnectFailed, EngineError, TimeoutError, OSError) as exc:
-            self._log_failure("connection test failed", target, exc)
+            await self._log_failure("connection test failed", target, exc)
             return False
         return True
 
-    @staticmethod
-    def _log_failure(what: str, target: Target, exc: BaseException) -> None:
-        """Log a connect or discovery failure; details were redacted where they were raised
-        (with the connection's secrets), and pass the generic §8.7 steps again here."""
-        detail = exc.detail if isinstance(exc, ConnectFailed | _DiscoveryFailed) else _detail(exc)
-        hosts = [target.record.host] if target.record and target.record.host else []
-        log.info("%s: %s: %s", what, target.config_name, Redactor(hosts=hosts).redact(detail))
+    def _redactor_for(self, descriptor: ConnectionDescriptor) -> Redactor:
+        secrets, hosts = _values(descriptor)
+        return self.redactor.with_values(secrets=secrets, hosts=hosts)
+
+    def _target_redactor(self, target: Target) -> Redactor:
+        """Before a descriptor exists: the process values and the stored host."""
+        host = target.record.host if target.record else None
+        return self.redactor.with_values(hosts=[host] if host else [])
+
+    async def _log_failure(self, what: str, target: Target, exc: BaseException) -> None:
+        """Log a connect or discovery failure. Its detail is redacted here, once, with the
+        values of the connection (§8.7), off the event loop when long (§13 "Blocking work");
+        the log formatter does not redact it again."""
+        redactor = self._target_redactor(target)
+        if isinstance(exc, ConnectFailed):
+            detail, redactor = exc.detail, exc.redactor or redactor
+        else:
+            detail = _detail(exc)
+        text = await redactor.redact_async(detail)
+        log.info("%s: %s: %s", what, target.config_name, text, extra=LOG_REDACTED)
 
     async def prepare(self, target: Target) -> ConnectionDescriptor:
         """Ready a target for one connect: SQLITE re-check, SSRF pre-dial, decryption.
@@ -645,8 +659,7 @@ class ConnectionService:
         except BlockedHostError:
             raise forbidden_host() from None
         except HostResolutionError as exc:
-            detail = Redactor(hosts=[record.host]).redact(exc.detail)
-            raise ConnectFailed(detail) from None
+            raise ConnectFailed(exc.detail) from None  # redacted where logged, with the host
 
     def _sqlite_ok(self, path: str) -> bool:
         """§2.5.1 re-check before every open of a stored SQLITE connection."""
@@ -667,11 +680,11 @@ class ConnectionService:
             async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
                 await connector.__aenter__()
         except (EngineError, TimeoutError, OSError) as exc:
-            raise ConnectFailed(_redactor(descriptor).redact(_detail(exc))) from None
+            raise ConnectFailed(_detail(exc), self._redactor_for(descriptor)) from None
         try:
             yield connector
         except (EngineError, OSError) as exc:
-            raise ConnectFailed(_redactor(descriptor).redact(_detail(exc))) from None
+            raise ConnectFailed(_detail(exc), self._redactor_for(descriptor)) from None
         finally:
             await connector.__aexit__(None, None, None)
 
@@ -684,12 +697,12 @@ class ConnectionService:
         scope = rules.schema_scope(target.type, requested, target.schema)
         try:
             discovered = await self._discover(target, scope)
-        except ConnectFailed as exc:
-            self._log_failure("schema connect failed", target, exc)
-            raise ApiError("FET-1041", TEST_FAILURE_MESSAGE) from None
         except _DiscoveryFailed as exc:
-            self._log_failure("schema discovery failed", target, exc)
+            await self._log_failure("schema discovery failed", target, exc)
             raise ApiError("FET-1042", SCHEMA_DISCOVERY_MESSAGE) from None
+        except ConnectFailed as exc:
+            await self._log_failure("schema connect failed", target, exc)
+            raise ApiError("FET-1041", TEST_FAILURE_MESSAGE) from None
         return rules.schema_body(
             connection_id=target.id,
             config_name=target.config_name,
@@ -711,7 +724,7 @@ class ConnectionService:
                 async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
                     return await connector.discover(scope)
             except (EngineError, TimeoutError, OSError) as exc:
-                raise _DiscoveryFailed(_redactor(descriptor).redact(_detail(exc))) from None
+                raise _DiscoveryFailed(_detail(exc), self._redactor_for(descriptor)) from None
 
     async def validate_schema(self, body: Mapping[str, object]) -> dict[str, object]:
         """§2.6.9: body checks, resolution (FET-1062), then per-datasource checks through the
@@ -752,8 +765,8 @@ class ConnectionService:
         if discovered is None:
             try:
                 discovered = await self._discover(target, scope)
-            except (ApiError, ConnectFailed, _DiscoveryFailed) as exc:
-                self._log_failure("validate-schema discovery failed", target, exc)
+            except (ApiError, ConnectFailed) as exc:
+                await self._log_failure("validate-schema discovery failed", target, exc)
                 return [{"type": "DATA_SOURCE_DOWN", "dataSourceId": name}]
             self.schema_cache.put(name, scope, target.updated_at, discovered)
         return rules.datasource_errors(name, target.type, discovered, tables)

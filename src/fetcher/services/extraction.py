@@ -16,6 +16,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 from fetcher.crypto import HmacStream, KeySet, ObjectEncryptor, Redactor
+from fetcher.crypto.redact import LOG_REDACTED
 from fetcher.engine import (
     ConnectionDescriptor,
     Engine,
@@ -124,14 +125,13 @@ class ExtractionService:
         if job is None:
             log.warning("claimed job vanished: %s", job_id)
             return "lost"
-        redactor = self.redactor
+        known: dict[str, ConnectionDescriptor] = {}
         try:
-            connections = await self._resolve(job)
-            redactor = self._redactor_for(connections)
+            connections = await self._resolve(job, known)
             request = self._request(job)
             status = await self._extract_and_complete(job, request, connections)
         except EngineError as exc:
-            status = await self._fail(job, exc.text(redactor))
+            status = await self._fail(job, await self._failure_text(exc, known))
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -141,9 +141,24 @@ class ExtractionService:
         self.metrics.job_duration.observe(loop.time() - started)
         return status
 
-    async def _resolve(self, job: JobRecord) -> dict[str, ConnectionDescriptor]:
+    async def _failure_text(
+        self, exc: EngineError, known: Mapping[str, ConnectionDescriptor]
+    ) -> str:
+        """The §4.5 text of a failed job: its detail redacted once (§8.7), with the values of
+        every datasource resolved so far, off the event loop when long (§13 "Blocking work")."""
+        if exc.detail is None:
+            return exc.text()
+        redacted = await self._redactor_for(known).redact_async(exc.detail)
+        return exc.text(lambda _detail: redacted)
+
+    async def _resolve(
+        self, job: JobRecord, known: dict[str, ConnectionDescriptor]
+    ) -> dict[str, ConnectionDescriptor]:
         """§4.3 step 1: internal by name, stored by the recorded connection ID, ownership
-        re-checked, credentials decrypted; the first failure in code-point order wins."""
+        re-checked, credentials decrypted; the first failure in code-point order wins.
+
+        Every descriptor is entered in ``known`` as soon as it exists (and again once pinned),
+        so a failure's detail is redacted with its values (§8.7 step 1)."""
         mapped = json.loads(job.mapped_fields_json)
         source = str(json.loads(job.metadata_json).get("source", "")).strip().lower()
         resolved: dict[str, ConnectionDescriptor] = {}
@@ -170,7 +185,8 @@ class ExtractionService:
                     f"failed to decrypt credentials for datasource '{name}'",
                     detail=exc.reason,
                 ) from None
-            resolved[name] = await self._guarded(name, descriptor)
+            known[name] = descriptor
+            resolved[name] = known[name] = await self._guarded(name, descriptor)
         return resolved
 
     async def _guarded(self, name: str, descriptor: ConnectionDescriptor) -> ConnectionDescriptor:
@@ -184,9 +200,8 @@ class ExtractionService:
                 return await pin_descriptor(descriptor)
         except BlockedHostError:
             raise EngineError(ErrorCategory.CONNECT, f"{failed}: {BLOCKED_HOST_DETAIL}") from None
-        except HostResolutionError as exc:
-            detail = Redactor(hosts=[descriptor.host]).redact(exc.detail)
-            raise EngineError(ErrorCategory.CONNECT, failed, detail=detail) from None
+        except HostResolutionError as exc:  # the detail is redacted once, with the host
+            raise EngineError(ErrorCategory.CONNECT, failed, detail=exc.detail) from None
         except TimeoutError:
             raise EngineError(
                 ErrorCategory.CONNECT, failed, detail="name resolution timed out"
@@ -209,8 +224,10 @@ class ExtractionService:
         )
 
     def _redactor_for(self, connections: Mapping[str, ConnectionDescriptor]) -> Redactor:
+        """§8.7 step 1 in the Worker (§13 "Worker redaction"): the process values, and each
+        datasource's password, TLS key, host and the address the pre-dial pinned for it."""
         secrets = [s for c in connections.values() for s in c.secrets()]
-        hosts = [c.host for c in connections.values() if c.host]
+        hosts = [h for c in connections.values() for h in (c.host, c.pinned_address) if h]
         return self.redactor.with_values(secrets=secrets, hosts=hosts)
 
     async def _extract_and_complete(
@@ -298,5 +315,7 @@ class ExtractionService:
         if done:
             self.on_commit()
             return "failed"
-        log.warning("job %s was no longer processing when it failed: %s", job.id, error)
+        log.warning(  # ``error`` is the redacted §4.5 text
+            "job %s was no longer processing when it failed: %s", job.id, error, extra=LOG_REDACTED
+        )
         return "lost"
