@@ -29,6 +29,8 @@ SHAPES: dict[str, Callable[[], str]] = {
     "x@y:z@ (step 3 userinfo)": lambda: _fill("x@y:z@"),
     "long dotted hostname:port": lambda: _fill("a-b.", tail="c:5432"),
     "dotted labels, no port": lambda: _fill("ab.cd-"),
+    "hyphen run a-a-a-": lambda: _fill("a-"),
+    "password=password=…": lambda: _fill("password="),
     "long bracketed IPv6": lambda: _fill("0:", head="[", tail="]:5432"),
     "bracket colon run, unclosed": lambda: _fill(":", head="["),
     "scheme run, no ://": lambda: _fill("a+b.c-", tail=":/"),
