@@ -20,7 +20,7 @@ commands:
 """
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one dispatch per command
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help"):
         (sys.stdout if args else sys.stderr).write(USAGE)
