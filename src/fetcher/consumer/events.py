@@ -266,8 +266,8 @@ def event_from_feed_item(item: Mapping[str, Any], keys: ConsumerKeys) -> JobEven
     """A §2.12 feed item (``routingKey``, ``headers``, ``data``) as a typed event.
 
     The feed carries no signature: only the tenant, the schema version and the
-    header/body agreement are checked. ``data`` is re-encoded compactly with
-    ``ensure_ascii=False``, which reproduces the §8.2 body bytes.
+    header/body agreement are checked. ``body`` is ``data`` re-encoded compactly with
+    ``ensure_ascii=False`` (the feed returns parsed JSON, not the stored bytes).
     """
     raw_headers = item.get("headers")
     routing_key = item.get("routingKey")
