@@ -19,7 +19,7 @@ import threading
 
 import pytest
 
-from fetcher.cli.logs import _JsonFormatter
+from fetcher.cli.logs import JsonFormatter
 from fetcher.crypto import REDACTED, Redactor
 from fetcher.crypto.redact import INLINE_LIMIT, LOG_REDACTED
 from fetcher.services import ssrf
@@ -65,10 +65,10 @@ async def test_a_connection_test_failure_is_redacted_once(
 
 
 def _format(message: str, **extra: object) -> str:
-    formatter = _JsonFormatter(Redactor(secrets=["process-Secret-1"]), "test")
+    formatter = JsonFormatter(Redactor(secrets=["process-Secret-1"]), "test")
     record = logging.LogRecord("x", logging.INFO, __file__, 1, message, None, None)
     record.__dict__.update(extra)
-    return str(json.loads(formatter.format(record))["message"])
+    return str(json.loads(formatter.format(record))["event"])
 
 
 def test_the_formatter_redacts_what_was_not_redacted_and_only_that() -> None:
