@@ -5,6 +5,7 @@ does nothing, and two Workers sharing one queue complete every job exactly once.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from tests.e2e.conftest import E2E, SOURCE_CONFIG
@@ -122,7 +123,14 @@ async def test_redelivered_message_of_a_completed_job_is_acked_and_ignored(
     assert await stack.api.job(job_id) == job
     assert stack.results.head(job["resultPath"]) == stored
     assert stack.results.keys_for(job_id) == [job["resultPath"]]
-    assert job_id not in worker.logs()
+    # One run, then a silent acknowledgement (§7.4 row 6): every line about the job is info.
+    text = worker.stdout_path.read_text()
+    logged = [json.loads(line)["event"] for line in text.splitlines() if job_id in line]
+    assert job_id not in worker.stderr_path.read_text()
+    assert all(json.loads(line)["level"] == "info" for line in text.splitlines() if job_id in line)
+    assert logged.count("job claimed") == 1
+    assert logged.count("work message acknowledged: job not pending") == 1
+    assert [e for e in logged if e.startswith("job completed")] == [logged[2]]
     await assert_work_queue_drained(stack)
 
 

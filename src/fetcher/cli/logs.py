@@ -41,9 +41,12 @@ _LEVELS = {
 }
 _FIXED = ("ts", "level", "event", "logger", "env", "exception")
 #: Attributes every LogRecord has; anything else on a record came from ``extra=``.
-_RECORD_ATTRIBUTES = frozenset(
-    vars(logging.LogRecord("", 0, "", 0, "", None, None))
-) | {"message", "asctime", "redacted", "taskName"}
+_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "redacted",
+    "taskName",
+}
 
 
 def _timestamp(created: float) -> str:
@@ -75,9 +78,7 @@ class JsonFormatter(logging.Formatter):
             "env": self._env,
         }
         fields = {**current_log_context()}
-        fields.update(
-            (k, v) for k, v in vars(record).items() if k not in _RECORD_ATTRIBUTES
-        )
+        fields.update((k, v) for k, v in vars(record).items() if k not in _RECORD_ATTRIBUTES)
         for key, value in fields.items():
             if key not in _FIXED:
                 entry[key] = self._value(value)

@@ -35,6 +35,7 @@ from fetcher.crypto import redact
 from fetcher.manager.errors import error_body, internal_error, status_for
 from fetcher.manager.json_body import request_id_from
 from fetcher.services.errors import ApiError
+from fetcher.services.log_context import log_context
 from fetcher.services.metrics import Metrics, method_label, status_label
 
 __all__ = [
@@ -175,7 +176,8 @@ class FetcherMiddleware:
         else:
             self.in_flight += 1
             try:
-                status = await self._handle(scope, receive, send, headers=headers, extra=extra)
+                with log_context(request_id=request_id):  # on every line logged for it
+                    status = await self._handle(scope, receive, send, headers=headers, extra=extra)
             finally:
                 self.in_flight -= 1
         self._observe(scope, status, started)

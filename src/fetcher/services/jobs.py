@@ -19,6 +19,7 @@ from fetcher.services.connections import ConnectionService, not_found
 from fetcher.services.errors import ApiError
 from fetcher.services.events import EventContext, failed_event
 from fetcher.services.job_validation import ValidatedJob, validate_job_request
+from fetcher.services.log_context import bind_log_context, id_list
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import ActiveDuplicateError, MetadataStore
 from fetcher.services.records import ConnectionRecord, JobRecord
@@ -112,7 +113,11 @@ class JobService:
                     return self._duplicate(existing)
         else:
             raise ApiError("FET-0002", "active duplicate vanished twice")
+        ids = id_list(record.connection_ids.values())
+        bind_log_context(job_id=record.id, product=job.source, connection_id=ids)
+        log.info("job created")
         await self._publish(record, request_id)
+        log.info("work message published")
         self.metrics.jobs_created.labels("created").inc()
         return _accepted(record, duplicate=False), True
 

@@ -120,4 +120,5 @@ class OutboxRelay:
             log.warning("event %s not published yet: %s", event.ce_id, redact(str(exc)))
             return False
         self.metrics.events_published.labels(event.event_type).inc()
+        log.info("event %s published", event.routing_key, extra={"job_id": event.job_id})
         return True

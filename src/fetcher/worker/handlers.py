@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from fetcher.crypto import SIGNATURE_VERSION, extract_job_id, verify_message
 from fetcher.services.events import EventContext, failed_event
 from fetcher.services.extraction import ExtractionService
+from fetcher.services.log_context import bind_log_context
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import MetadataStore, StoreUnavailableError
 from fetcher.services.runtime_ports import Delivery, WorkPublisher
@@ -147,6 +148,9 @@ class WorkHandler:
         return await self._claim(delivery, recovered)
 
     async def _claim(self, delivery: Delivery, job_id: str) -> str | None:
+        # This delivery's own task: every later line carries the job and the Manager's request.
+        request_id = str(delivery.headers.get("x-request-id") or "")[:128]
+        bind_log_context(job_id=job_id, request_id=request_id)
         try:
             job = await self.store.get_job(job_id)
             if job is None:
@@ -158,6 +162,7 @@ class WorkHandler:
             await self._retry(delivery)
             return None
         await delivery.ack()  # §4.2: right after the claim; the row is the record from now on
+        log.info("job claimed" if claimed else "work message acknowledged: job not pending")
         return job_id if claimed else None
 
     async def _retry(self, delivery: Delivery) -> None:
