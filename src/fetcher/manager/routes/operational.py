@@ -1,18 +1,15 @@
-"""Operational routes (contract §2.10, §2.11): health, readiness, metrics and version."""
+"""Operational routes (contract §2.10, §2.11): health, readiness, metrics and version.
+
+The behaviour is :class:`fetcher.services.operational.Operations`, shared with the Worker's
+health server; this module only routes and documents the routes in the OpenAPI document.
+"""
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import APIRouter
-from prometheus_client import generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from starlette.responses import Response
 
-from fetcher import __version__
-from fetcher.crypto import Redactor
 from fetcher.manager.deps import RuntimeDep
-from fetcher.manager.responses import json_response
 from fetcher.manager.schemas import (
     ErrorBody,
     HealthBody,
@@ -21,15 +18,15 @@ from fetcher.manager.schemas import (
     error_responses,
     parameter,
 )
-from fetcher.services.errors import ApiError
-from fetcher.services.ports import StoreUnavailableError
-from fetcher.services.readiness import readiness_report
+from fetcher.services.operational import Operations, Reply
 
 __all__ = ["router"]
 
-log = logging.getLogger(__name__)
-
 router = APIRouter(tags=["operations"])
+
+
+def _response(reply: Reply) -> Response:
+    return Response(reply.body, status_code=reply.status, media_type=reply.media_type)
 
 
 @router.get(
@@ -42,9 +39,7 @@ router = APIRouter(tags=["operations"])
 )
 async def health(runtime: RuntimeDep) -> Response:
     """§2.10: never checks dependencies."""
-    if runtime.lifecycle.started.is_set():
-        return json_response({"status": "healthy"})
-    return json_response({"status": "unhealthy", "reason": "starting"}, 503)
+    return _response(Operations(runtime).health())
 
 
 @router.get(
@@ -57,16 +52,7 @@ async def health(runtime: RuntimeDep) -> Response:
 )
 async def readyz(runtime: RuntimeDep) -> Response:
     """§2.10: parallel checks with a 2 s budget each; 503 during drain (§9.3)."""
-    settings = runtime.settings
-    status, body = await readiness_report(
-        runtime.readiness,
-        draining=runtime.lifecycle.draining.is_set(),
-        version=__version__,
-        deployment_mode=settings.deployment_mode,
-        redact=Redactor(secrets=settings.secrets).redact,
-        gauge=runtime.metrics.readyz_up,
-    )
-    return json_response(body, status)
+    return _response(await Operations(runtime).readyz())
 
 
 @router.get(
@@ -77,7 +63,7 @@ async def readyz(runtime: RuntimeDep) -> Response:
 )
 async def readyz_tenant() -> Response:
     """§2.10: always ``400 FET-1080``."""
-    raise ApiError("FET-1080", "tenant readiness is only available in multi-tenant mode")
+    return _response(Operations.tenant_readiness())
 
 
 @router.get(
@@ -86,12 +72,9 @@ async def readyz_tenant() -> Response:
     responses={200: {"description": "Metrics", "content": {"text/plain": {}}}},
 )
 async def metrics(runtime: RuntimeDep) -> Response:
-    """§2.11; ``fetcher_outbox_pending`` is read from the store at scrape time."""
-    try:
-        runtime.metrics.outbox_pending.set(await runtime.store.count_unsent())
-    except StoreUnavailableError:
-        log.warning("metrics: outbox count unavailable")
-    return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_PLAIN_0_0_4)
+    """§2.11; ``fetcher_outbox_pending`` is read from the store at scrape time, and a store
+    failure of any kind never fails the scrape."""
+    return _response(await Operations(runtime).metrics())
 
 
 @router.get(
@@ -101,4 +84,4 @@ async def metrics(runtime: RuntimeDep) -> Response:
 )
 async def version() -> Response:
     """§2.10."""
-    return json_response({"version": __version__})
+    return _response(Operations.version())
