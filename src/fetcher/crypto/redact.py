@@ -52,6 +52,8 @@ _MAX_PASSES = 4
 #: ``[redacted]``, so the 4,096-code-point cut falls where it would on the marker.
 _INERT = "\ue000" * len(REDACTED)
 
+#: A step-1 value: its pattern, its length, and whether ``finditer`` finds every occurrence.
+_Literal = tuple[re.Pattern[str], int, bool]
 #: A match: (start, end, replacement).
 _Hit = tuple[int, int, str]
 _Finder = Callable[[str, int], "_Hit | None"]
@@ -104,12 +106,11 @@ def _find_uri(text: str, pos: int) -> _Hit | None:
     """Step 2. The scheme run cannot hold ``:``, so every start the regex could take before
     one ``://`` ends its scheme exactly there: look back from each ``://`` once."""
     while (sep := text.find("://", pos)) >= 0:
-        rest = _NON_SPACE.match(text, sep + 3)
-        if rest is not None:
+        if sep + 3 < len(text) and not text[sep + 3].isspace():  # \S+ needs one character
             first = _run_start(text, sep, pos, _SCHEME_CHARS)
             for start in range(first, sep):
                 if text[start] in _ASCII_LETTERS and _boundary(text, start):
-                    return start, rest.end(), REDACTED
+                    return start, _run_end(_NON_SPACE, text, sep + 3), REDACTED
         pos = sep + 1
     return None
 
@@ -139,19 +140,22 @@ def _find_userinfo(text: str, pos: int) -> _Hit | None:
     """Step 3, anchored at each ``:``. The user part holds no ``:`` and the password part no
     ``@``, so a colon fixes where both end; a colon inside a failed password part fails the
     same way and is skipped."""
+    at = -1
     while (colon := text.find(":", pos)) >= 0:
-        at = _run_end(_PASS_RUN, text, colon + 1)
+        if colon >= at:  # colons inside one password part share its end: scan it once
+            at = _run_end(_PASS_RUN, text, colon + 1)
         if at == colon + 1 or at >= len(text) or text[at] != "@":
             pos = max(at, colon + 1)
+            continue
+        start = _user_start(text, colon, pos)  # before the host run: it may be long
+        if start is None:
+            pos = colon + 1
             continue
         host_end = _run_end(_HOST_RUN, text, at + 1)
         if host_end == at + 1:
             pos = at
             continue
-        start = _user_start(text, colon, pos)
-        if start is not None:
-            return start, host_end, REDACTED
-        pos = colon + 1
+        return start, host_end, REDACTED
     return None
 
 
@@ -199,11 +203,17 @@ def _find_host_port(text: str, pos: int) -> _Hit | None:
 
 
 def _regex_finder(pattern: re.Pattern[str], template: str) -> _Finder:
+    """A finder for ``pattern`` whose replacement is ``template``: a literal, or ``\\1``
+    followed by a literal (``match.expand`` would parse the template on every match)."""
+    group = template.startswith("\\1")
+    literal = template[2:] if group else template
+
     def find(text: str, pos: int) -> _Hit | None:
         match = pattern.search(text, pos)
         if match is None:
             return None
-        return match.start(), match.end(), match.expand(template)
+        replacement = match.group(1) + literal if group else literal
+        return match.start(), match.end(), replacement
 
     return find
 
@@ -286,9 +296,7 @@ def _pattern_steps(text: str) -> str:
     return text.replace(_INERT, REDACTED)
 
 
-def _literal_patterns(
-    secrets: Iterable[str], hosts: Iterable[str]
-) -> tuple[tuple[re.Pattern[str], int], ...]:
+def _literal_patterns(secrets: Iterable[str], hosts: Iterable[str]) -> tuple[_Literal, ...]:
     """Step-1 patterns, longest value first: secrets literal, hosts case-insensitive + port."""
     entries: dict[tuple[str, bool], None] = {}
     for value in secrets:
@@ -298,11 +306,14 @@ def _literal_patterns(
         if value and len(value) >= _MIN_LITERAL:
             entries[(value, True)] = None
     ordered = sorted(entries, key=lambda item: -len(item[0]))
-    return tuple((_value_pattern(value, is_host), len(value)) for value, is_host in ordered)
+    return tuple(
+        (_value_pattern(value, is_host), len(value), _chains_cover_overlaps(value, is_host))
+        for value, is_host in ordered
+    )
 
 
-def _period(value: str) -> int:
-    """The smallest period of ``value`` (prefix function)."""
+def _periods(value: str) -> list[int]:
+    """Every period of ``value`` shorter than it, smallest first (its borders, longest first)."""
     border = [0] * len(value)
     k = 0
     for i in range(1, len(value)):
@@ -311,7 +322,12 @@ def _period(value: str) -> int:
         if value[i] == value[k]:
             k += 1
         border[i] = k
-    return len(value) - border[-1]
+    periods = []
+    k = border[-1] if value else 0
+    while k:
+        periods.append(len(value) - k)
+        k = border[k - 1]
+    return periods
 
 
 def _value_pattern(value: str, is_host: bool) -> re.Pattern[str]:
@@ -325,7 +341,7 @@ def _value_pattern(value: str, is_host: bool) -> re.Pattern[str]:
     possessive: nothing follows them in the pattern, so giving back never helps.
     """
     key = value.lower() if is_host else value
-    period = _period(key)
+    period = next(iter(_periods(key)), len(value))
     chain = re.escape(value)
     if period < len(value):
         chain += f"(?:{re.escape(value[len(value) - period :])})*+"
@@ -343,15 +359,28 @@ def _is_ipv6(value: str) -> bool:
     return True
 
 
-def _occurrences(
-    pattern: re.Pattern[str], size: int, text: str, spans: list[tuple[int, int]]
-) -> None:
+def _chains_cover_overlaps(value: str, is_host: bool) -> bool:
+    """Whether non-overlapping chain matches (``finditer``) find every occurrence of a secret.
+
+    An occurrence can overlap another only by a shift that is a period of the value; when every
+    period is a multiple of the smallest, the chain takes all of them. (A host is searched
+    carefully: an occurrence may also start inside the port or zone of the one before.)
+    """
+    periods = _periods(value)
+    return not is_host and all(q % periods[0] == 0 for q in periods)
+
+
+def _occurrences(literal: _Literal, text: str, spans: list[tuple[int, int]]) -> None:
     """Append the spans of every (possibly overlapping) occurrence of a step-1 value.
 
-    ``size`` is the value's length. After a chain ending at ``e``, the next search starts at
-    ``e - size + 1``: an
-    occurrence starting earlier lies inside the chain. Overlapping spans are merged later.
+    After a chain ending at ``e`` the careful search goes on at ``e - size + 1`` (``size`` is
+    the value's length): an occurrence starting earlier lies inside the chain. Overlapping
+    spans are merged later.
     """
+    pattern, size, chains_suffice = literal
+    if chains_suffice:
+        spans.extend(m.span() for m in pattern.finditer(text))
+        return
     pos = 0
     while (m := pattern.search(text, pos)) is not None:
         spans.append(m.span())
@@ -392,8 +421,8 @@ class Redactor:
         if not self._literals:
             return text
         spans: list[tuple[int, int]] = []
-        for pattern, size in self._literals:
-            _occurrences(pattern, size, text, spans)
+        for literal in self._literals:
+            _occurrences(literal, text, spans)
         if not spans:
             return text
         out: list[str] = []
