@@ -27,6 +27,8 @@ SHAPES: dict[str, Callable[[], str]] = {
     "a.a.a. (step 2/9 word boundaries)": lambda: _fill("a."),
     "a:1a:1 (step 3/9 colons)": lambda: _fill("a:1"),
     "x@y:z@ (step 3 userinfo)": lambda: _fill("x@y:z@"),
+    "colons before one @ (step 3)": lambda: _fill(":." * 2040 + "@h "),
+    "1://1:// (step 2 separators)": lambda: _fill("1://"),
     "long dotted hostname:port": lambda: _fill("a-b.", tail="c:5432"),
     "dotted labels, no port": lambda: _fill("ab.cd-"),
     "hyphen run a-a-a-": lambda: _fill("a-"),
