@@ -11,19 +11,26 @@
 * OpenAPI 3.1 at ``/openapi.json``: responses from the models of ``manager/schemas.py``;
   request bodies, path IDs, query parameters and headers from the precise JSON Schemas of
   ``manager/openapi.py``, fitted to this deployment (the SQLITE type where it is accepted, the
-  configured ``MAX_PAGINATION_LIMIT`` and limit maxima). Swagger UI at ``/docs``.
+  configured ``MAX_PAGINATION_LIMIT`` and limit maxima).
+* Swagger UI at ``/docs``, served with its scripts and styles from the installed
+  ``fastapi-offline`` package under ``/docs/assets/``: the page works in a private network
+  with no internet access, and no page refers to a CDN.
 """
 
 from __future__ import annotations
 
 import logging
+from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
+from starlette.staticfiles import StaticFiles
 
 from fetcher import __version__
 from fetcher.bootstrap import Runtime
@@ -47,6 +54,10 @@ _DESCRIPTION = (
     '`{"code","title","message","fields"?,"errors"?}`.'
 )
 
+
+#: Swagger UI 5 (it renders OpenAPI 3.1), as the ``fastapi-offline`` package installs it.
+_DOCS_ASSETS = Path(str(files("fastapi_offline").joinpath("static")))
+_DOCS_ASSETS_URL = "/docs/assets"
 
 #: The list routes whose ``limit`` follows ``MAX_PAGINATION_LIMIT`` (§2.6.2, §2.6.3).
 _LIST_PATHS = ("/v1/management/connections", "/v1/management/connections/unassigned")
@@ -136,6 +147,24 @@ def _install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_validation_error)
 
 
+def _install_docs(app: FastAPI) -> None:
+    """``GET /docs`` (§2.10): Swagger UI over ``/openapi.json``, every asset local."""
+    app.mount(_DOCS_ASSETS_URL, StaticFiles(directory=_DOCS_ASSETS), name="docs-assets")
+
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="Fetcher API",
+            swagger_js_url=f"{_DOCS_ASSETS_URL}/swagger-ui-bundle.js",
+            swagger_css_url=f"{_DOCS_ASSETS_URL}/swagger-ui.css",
+            swagger_favicon_url=f"{_DOCS_ASSETS_URL}/favicon.png",
+            # No call to the public validator service (validator.swagger.io).
+            swagger_ui_parameters={"validatorUrl": None},
+        )
+
+    app.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False)
+
+
 def create_app(runtime: Runtime) -> FastAPI:
     """The Manager application over ``runtime`` (routes read it from ``app.state``)."""
     app = FetcherAPI(
@@ -144,12 +173,13 @@ def create_app(runtime: Runtime) -> FastAPI:
         description=_DESCRIPTION,
         redirect_slashes=False,
         openapi_url="/openapi.json",
-        docs_url="/docs",
+        docs_url=None,  # served by _install_docs, from local assets
         redoc_url=None,
     )
     app.state.runtime = runtime
     for router in _ROUTERS:
         app.include_router(router)
+    _install_docs(app)
     _install_handlers(app)
     app.add_middleware(
         FetcherMiddleware,
