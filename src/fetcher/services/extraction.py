@@ -30,6 +30,7 @@ from fetcher.engine.planner import Plan
 from fetcher.services.connections import descriptor_from_record
 from fetcher.services.credentials import CredentialCipher, CredentialError
 from fetcher.services.events import CompletedResult, EventContext, completed_event, failed_event
+from fetcher.services.log_context import bind_log_context, id_list, log_context
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import MetadataStore
 from fetcher.services.records import JobRecord
@@ -117,14 +118,22 @@ class ExtractionService:
     async def run_claimed(self, job_id: str) -> str:
         """Run a job this Worker has just claimed; it ends in one terminal transition.
 
-        Returns the terminal status written (or ``"lost"`` when the job vanished).
+        Returns the terminal status written (or ``"lost"`` when the job vanished). Every line
+        logged meanwhile carries the job's ID, product and connection IDs.
         """
+        with log_context(job_id=job_id):
+            return await self._run_claimed(job_id)
+
+    async def _run_claimed(self, job_id: str) -> str:
         loop = asyncio.get_running_loop()
         started = loop.time()
         job = await self.store.get_job(job_id)
         if job is None:
             log.warning("claimed job vanished: %s", job_id)
             return "lost"
+        product = str(json.loads(job.metadata_json).get("source", "")).strip().lower()
+        bind_log_context(product=product, connection_id=id_list(job.connection_ids.values()))
+        log.info("extraction started")
         known: dict[str, ConnectionDescriptor] = {}
         try:
             connections = await self._resolve(job, known)
@@ -304,6 +313,7 @@ class ExtractionService:
             log.warning("job %s was no longer processing; its object may remain", job.id)
             return "lost"
         self.on_commit()
+        log.info("job completed: %d rows stored at %s", result.row_count, key)
         return "completed"
 
     async def _fail(self, job: JobRecord, error: str) -> str:
@@ -314,6 +324,7 @@ class ExtractionService:
         )
         if done:
             self.on_commit()
+            log.info("job failed: %s", error, extra=LOG_REDACTED)  # the redacted §4.5 text
             return "failed"
         log.warning(  # ``error`` is the redacted §4.5 text
             "job %s was no longer processing when it failed: %s", job.id, error, extra=LOG_REDACTED
