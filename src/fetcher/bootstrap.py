@@ -231,7 +231,9 @@ def _ensure_dir(path: str) -> str:
 def _open_store(settings: Settings) -> AbstractAsyncContextManager[MetadataStore]:
     if settings.sqlite_path is not None:  # the store creates its file 0600, its directory 0700
         return SqliteMetadataStore(settings.sqlite_path)
-    return PostgresMetadataStore(_libpq_url(settings.database_url))
+    # §2.3 FET-0003: the Manager answers 503 within ~1 s when the store is unreachable.
+    checkout = 1.0 if settings.mode is Mode.MANAGER else None
+    return PostgresMetadataStore(_libpq_url(settings.database_url), checkout_timeout=checkout)
 
 
 def _libpq_url(url: str) -> str:

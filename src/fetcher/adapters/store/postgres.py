@@ -13,9 +13,10 @@ message, a log line or ``repr``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -60,6 +61,13 @@ FEED_SEQ_LOCK_KEY = 0x46455443_00000002
 PROCESS_LOCK_KEY = 0x46455443_00000003
 
 Conn = AsyncConnection[DictRow]
+
+#: While the store is unreachable, a checkout waits in slices of this length, so that it moves
+#: to the fresh pool as soon as recovery installs one.
+CHECKOUT_SLICE_SECONDS = 1.0
+#: How often recovery probes the database while it is unreachable, and each probe's bound.
+PROBE_INTERVAL_SECONDS = 0.5
+PROBE_TIMEOUT_SECONDS = 2
 
 
 def _ts(value: datetime) -> datetime:
@@ -130,13 +138,21 @@ class PostgresMetadataStore:
         min_size: int = 1,
         max_size: int = 10,
         connect_timeout: float = 10.0,
+        checkout_timeout: float | None = None,
     ) -> None:
+        """``checkout_timeout`` bounds the wait for a pooled connection (default
+        ``connect_timeout``). The Manager passes a short one: with the store unreachable it
+        must answer ``503 FET-0003`` quickly (§2.3), while a Worker rides out a short outage
+        before its §7.4 row 7 retries start."""
         self._dsn = dsn
         self._min_size = min_size
         self._max_size = max_size
         self._connect_timeout = connect_timeout
+        self._checkout_timeout = connect_timeout if checkout_timeout is None else checkout_timeout
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._process_lock: Conn | None = None
+        self._recovery: asyncio.Task[None] | None = None
+        self._retired: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
         return "PostgresMetadataStore(dsn=<hidden>)"
@@ -159,6 +175,9 @@ class PostgresMetadataStore:
         """Open the pool, waiting up to ``connect_timeout`` for its first connections."""
         if self._pool is not None:
             return
+        self._pool = await self._new_pool()
+
+    async def _new_pool(self) -> AsyncConnectionPool[Conn]:
         pool = AsyncConnectionPool(
             self._dsn,
             min_size=self._min_size,
@@ -176,9 +195,14 @@ class PostgresMetadataStore:
         except BaseException:
             await pool.close()
             raise
-        self._pool = pool
+        return pool
 
     async def close(self) -> None:
+        recovery, self._recovery = self._recovery, None
+        if recovery is not None:
+            recovery.cancel()
+            await asyncio.gather(recovery, return_exceptions=True)
+        await asyncio.gather(*self._retired, return_exceptions=True)
         lock, self._process_lock = self._process_lock, None
         if lock is not None:
             await lock.close()
@@ -188,12 +212,74 @@ class PostgresMetadataStore:
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[Conn]:
-        pool = self._pool
-        if pool is None:
-            raise StoreUnavailableError("metadata store is not open")
-        with map_postgres_errors():
-            async with pool.connection() as conn:
-                yield conn
+        try:
+            with map_postgres_errors():
+                async with AsyncExitStack() as stack:
+                    conn = await self._checkout(stack)
+                    yield conn
+        except StoreUnavailableError:
+            self._start_recovery()
+            raise
+
+    async def _checkout(self, stack: AsyncExitStack) -> Conn:
+        """A pooled connection within ``checkout_timeout``, waiting in short slices so that a
+        pool replaced by recovery is used at once (PoolTimeout/PoolClosed are mapped by the
+        caller when the time is up)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._checkout_timeout
+        while True:
+            pool = self._pool
+            if pool is None:
+                raise StoreUnavailableError("metadata store is not open")
+            remaining = deadline - loop.time()
+            try:
+                return await stack.enter_async_context(
+                    pool.connection(timeout=max(0.01, min(CHECKOUT_SLICE_SECONDS, remaining)))
+                )
+            except (PoolTimeout, PoolClosed):
+                if loop.time() >= deadline:
+                    raise
+                self._start_recovery()
+
+    # -- recovery after an outage ------------------------------------------------------------
+
+    def _start_recovery(self) -> None:
+        """After a failure that looks like an outage, probe the database in the background and
+        install a fresh pool once it answers. psycopg_pool backs off its own reconnection
+        attempts exponentially (1, 2, 4, 8 s …), which left the store dead for up to that long
+        after the database came back (chaos suite: metadata_cut recovery 6.9 s)."""
+        if self._pool is None or (self._recovery is not None and not self._recovery.done()):
+            return
+        self._recovery = asyncio.create_task(self._recover(), name="metadata-store-recovery")
+
+    async def _recover(self) -> None:
+        while self._pool is not None:
+            fresh: AsyncConnectionPool[Conn] | None = None
+            if await self._probe():
+                with suppress(StoreUnavailableError):
+                    fresh = await self._new_pool()
+            if fresh is not None:
+                old, self._pool = self._pool, fresh
+                if old is not None:  # users of the old pool finish, then it closes
+                    retired = asyncio.create_task(old.close(timeout=self._connect_timeout))
+                    self._retired.add(retired)
+                    retired.add_done_callback(self._retired.discard)
+                _log.warning("metadata store reachable again: connection pool renewed")
+                return
+            await asyncio.sleep(PROBE_INTERVAL_SECONDS)
+
+    async def _probe(self) -> bool:
+        """One direct connection and ``SELECT 1``, bounded; never raises."""
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_SECONDS + 1):
+                conn = await AsyncConnection.connect(
+                    self._dsn, autocommit=True, connect_timeout=PROBE_TIMEOUT_SECONDS
+                )
+                async with conn:
+                    await conn.execute("SELECT 1")
+        except (psycopg.Error, OSError, TimeoutError):
+            return False
+        return True
 
     async def _fetchone(self, sql: str, params: Any = None) -> DictRow | None:
         async with self._conn() as conn:
