@@ -1,87 +1,378 @@
-"""PostgreSQL → Engine → null sink, against a plain psycopg fetch of the same rows.
+"""Side-by-side extraction benchmark (issue 12): Fetcher against the floor and the best peer.
 
-Needs the machine's PostgreSQL (``FETCHER_BENCH_POSTGRES_DSN``, default the test server).
+One invocation creates ``ledger(id uuid, email text, amount numeric(18,2), created_at
+timestamptz, status text, metadata jsonb)`` with ``FETCHER_BENCH_ROWS`` rows (default 500 000)
+in a scratch PostgreSQL database, then runs, in alternating repetitions
+(``FETCHER_BENCH_REPS``, default 3):
+
+* ``copy``: the floor, ``psql -c "COPY (SELECT <cols> FROM ledger) TO STDOUT" > /dev/null``;
+* ``connectorx``: ConnectorX → Arrow → Polars ``write_json`` of the same columns to
+  ``/dev/null``, in a subprocess (the ``bench`` extra; its own peak RSS from ``ru_maxrss``);
+* ``worker``: Fetcher end to end through running Manager and Worker processes (engine,
+  document, HMAC, AES-GCM, base64, upload to the SeaweedFS S3 server on 127.0.0.1:8333);
+* ``embedded``: the same through one embedded process and its local store.
+
+Fetcher's time is the job's own ``completedAt − createdAt`` (submission to completion, server
+clocks, polled every 0.1 s); peak RSS is the extracting process's ``VmHWM``, reset through
+``/proc/<pid>/clear_refs`` before each job. Then: a filtered extraction (``between`` on
+``created_at``, about 10 % of rows) against its COPY floor; memory scaling (peak Worker RSS at
+``FETCHER_BENCH_SCALING`` rows, default 100 000, 500 000 and 1 500 000, with the narrow columns
+``amount, id, status`` so that 1.5 M rows stay under the 256 MiB result ceiling); and MariaDB
+(``mariadb --batch --quick -e 'SELECT …' > /dev/null`` against Fetcher's MySQL connector on the
+same table). ``FETCHER_BENCH_PARTS`` picks parts (default ``postgres,filtered,scaling,mariadb``).
+
+Ratios are speeds, floor time / Fetcher time (≥ 0.25 is the issue's target for COPY, ≥ 0.75 for
+ConnectorX), always from the same run: the machine is shared and absolute figures are noisy.
+Everything is written as JSON under ``bench/results/``. Needs PostgreSQL, MariaDB, RabbitMQ and
+the S3 server (``scripts/s3-server.sh start``). Run: ``.venv/bin/python bench/extraction.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 import os
+import statistics
+import subprocess
+import sys
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
-import psycopg
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fetcher.adapters.sql.postgres import PostgresConnector
-from fetcher.engine import ConnectionDescriptor, Engine, ExtractionRequest
-from fetcher.engine.types import EngineType
+from bench.fetcher_processes import (
+    FetcherProcesses,
+    JobFigure,
+    create_mariadb,
+    create_postgres,
+    drop_mariadb,
+    drop_postgres,
+    postgres_scalar,
+)
 
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
-DSN = os.environ.get(
-    "FETCHER_BENCH_POSTGRES_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test"
-)
-TABLE = "fetcher_bench_ledger"
+REPS = int(os.environ.get("FETCHER_BENCH_REPS", "3"))
+SCALING = [
+    int(n) for n in os.environ.get("FETCHER_BENCH_SCALING", "100000,500000,1500000").split(",") if n
+]
+PARTS = set(os.environ.get("FETCHER_BENCH_PARTS", "postgres,filtered,scaling,mariadb").split(","))
+RESULTS = Path(__file__).resolve().parent / "results"
+COLUMNS = ("id", "email", "amount", "created_at", "status", "metadata")
+NARROW = ("amount", "id", "status")
+START = "2026-01-01 00:00:00+00"
+#: Seconds between two rows' ``created_at``; the filter takes the first tenth of the span.
+STEP_SECONDS = 37
+
+_PG_LEDGER = f"""
+CREATE TABLE ledger (
+    id uuid PRIMARY KEY, email text NOT NULL, amount numeric(18,2) NOT NULL,
+    created_at timestamptz NOT NULL, status text NOT NULL, metadata jsonb
+);
+INSERT INTO ledger
+SELECT md5(g::text)::uuid, 'user' || g || '@example.com', ((g * 7919) % 10000000) / 100.0,
+       timestamptz '{START}' + g * interval '{STEP_SECONDS} seconds' + (g % 1000) * interval '1 ms',
+       (ARRAY['pending', 'settled', 'failed', 'refunded'])[1 + g % 4],
+       CASE WHEN g % 10 = 0 THEN NULL ELSE jsonb_build_object(
+           'channel', (ARRAY['web', 'pos', 'api'])[1 + g % 3], 'attempt', g % 5,
+           'score', (g % 1000) / 8.0, 'tags', jsonb_build_array('t' || g % 7, 'x'),
+           'ref', 'R-' || g) END
+FROM generate_series(1::bigint, {{rows}}) AS g;
+ANALYZE ledger;
+"""
+
+_MARIADB_LEDGER = f"""
+CREATE TABLE ledger (
+    id UUID PRIMARY KEY, email VARCHAR(100) NOT NULL, amount DECIMAL(18,2) NOT NULL,
+    created_at DATETIME(6) NOT NULL, status VARCHAR(20) NOT NULL, metadata JSON
+);
+INSERT INTO ledger
+SELECT UUID(), CONCAT('user', seq, '@example.com'), ((seq * 7919) % 10000000) / 100.0,
+       TIMESTAMPADD(SECOND, seq * {STEP_SECONDS}, '2026-01-01'),
+       ELT(1 + seq % 4, 'pending', 'settled', 'failed', 'refunded'),
+       IF(seq % 10 = 0, NULL, JSON_OBJECT('channel', ELT(1 + seq % 3, 'web', 'pos', 'api'),
+           'attempt', seq % 5, 'score', (seq % 1000) / 8.0,
+           'tags', JSON_ARRAY(CONCAT('t', seq % 7), 'x'), 'ref', CONCAT('R-', seq)))
+FROM seq_1_to_{{rows}};
+ANALYZE TABLE ledger;
+"""
+
+_CONNECTORX = r"""
+import json, os, resource, sys, time
+import connectorx, polars
+begin = time.perf_counter()
+table = connectorx.read_sql(sys.argv[1], sys.argv[2], return_type="arrow")
+frame = polars.from_arrow(table)
+with open(os.devnull, "wb") as sink:
+    frame.write_json(sink)
+seconds = time.perf_counter() - begin
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": seconds, "rows": frame.height, "peak_rss_mib": peak / 1024}))
+"""
 
 
-class _NullSink:
-    def __init__(self) -> None:
-        self.size = 0
-
-    async def write(self, chunk: bytes) -> None:
-        self.size += len(chunk)
+def _select(columns: tuple[str, ...], where: str = "") -> str:
+    return f"SELECT {', '.join(columns)} FROM ledger{where}"
 
 
-class _Registry:
-    def connector_for(self, connection: ConnectionDescriptor) -> PostgresConnector:
-        return PostgresConnector(connection)
+def _timed(command: list[str]) -> float:
+    """Wall time of one command whose output goes to ``/dev/null``."""
+    began = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - began
 
 
-def _prepare() -> None:
-    with psycopg.connect(DSN, autocommit=True) as db:
-        db.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        db.execute(
-            f"CREATE TABLE {TABLE} AS SELECT g AS id, 'ACC-' || (g % 977) AS account, "
-            "(g * 37 % 100000) / 100.0::numeric(12,2) AS amount, "
-            "timestamptz '2026-01-01' + g * interval '1 second' AS booked_at, "
-            "CASE WHEN g % 5 = 0 THEN 'memo ' || g END AS memo "
-            f"FROM generate_series(1, {ROWS}) g"
-        )
+def _output_bytes(command: list[str]) -> int:
+    """Bytes a command writes to stdout (counted in chunks, never held)."""
+    with subprocess.Popen(command, stdout=subprocess.PIPE) as process:
+        assert process.stdout is not None
+        total = 0
+        while chunk := process.stdout.read(1 << 20):
+            total += len(chunk)
+    return total
 
 
-async def _baseline() -> float:
-    begin = time.perf_counter()
-    async with await psycopg.AsyncConnection.connect(DSN) as conn, conn.cursor(name="b") as cur:
-        await cur.execute(f"SELECT id, account, amount, booked_at, memo FROM {TABLE}")
-        while await cur.fetchmany(10_000):
-            pass
-    return time.perf_counter() - begin
+def _psql(database: str, sql: str) -> list[str]:
+    return ["psql", "-X", "-q", "-h", "127.0.0.1", "-U", "postgres", "-d", database, "-c", sql]
 
 
-async def _engine() -> tuple[float, int]:
-    params = psycopg.conninfo.conninfo_to_dict(DSN)
-    descriptor = ConnectionDescriptor(
-        config_name="bench",
-        type=EngineType.POSTGRESQL,
-        host=str(params["host"]),
-        port=int(str(params["port"])),
-        database=str(params["dbname"]),
-        username=str(params["user"]),
-        password=str(params.get("password", "")) or None,
+def _copy(database: str, select: str) -> list[str]:
+    return _psql(database, f"COPY ({select}) TO STDOUT")
+
+
+def _connectorx(database: str, select: str) -> dict[str, Any]:
+    url = f"postgresql://postgres@127.0.0.1:5432/{database}"
+    done = subprocess.run(
+        [sys.executable, "-c", _CONNECTORX, url, select],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    request = ExtractionRequest(job_id="bench", mapped_fields={"bench": {TABLE: ("*",)}})
-    sink = _NullSink()
-    begin = time.perf_counter()
-    await Engine(_Registry()).run(request, {"bench": descriptor}, sink)
-    return time.perf_counter() - begin, sink.size
+    figure: dict[str, Any] = json.loads(done.stdout)
+    return figure
 
 
-def main() -> None:
-    _prepare()
-    baseline = asyncio.run(_baseline())
-    engine, size = asyncio.run(_engine())
+def _summary(
+    name: str, seconds: list[float], rows: int, size: int, rss: list[float]
+) -> dict[str, Any]:
+    median = statistics.median(seconds)
+    summary = {
+        "name": name,
+        "seconds": [round(s, 3) for s in seconds],
+        "median_seconds": round(median, 3),
+        "rows_per_second": round(rows / median),
+        "mb_per_second": round(size / median / 1e6, 1) if size else None,
+        "bytes": size or None,
+        "peak_rss_mib": round(max(rss), 1) if rss else None,
+    }
+    rss_text = f", peak RSS {summary['peak_rss_mib']} MiB" if rss else ""
+    mb_text = f", {summary['mb_per_second']} MB/s" if size else ""
     print(
-        f"extraction: {ROWS} rows, {size / 2**20:.1f} MiB document — engine {engine:.2f}s "
-        f"({ROWS / engine:,.0f} rows/s), psycopg fetch baseline {baseline:.2f}s, "
-        f"ratio {engine / baseline:.2f}x the baseline's time"
+        f"  {name:<22} median {median:7.2f}s  {rows / median:>10,.0f} rows/s{mb_text}{rss_text}"
+        f"  (runs {summary['seconds']})",
+        flush=True,
     )
-    with psycopg.connect(DSN, autocommit=True) as db:
-        db.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    return summary
+
+
+def _ratios(
+    results: dict[str, dict[str, Any]], fetchers: list[str], floors: list[str]
+) -> dict[str, float]:
+    ratios = {}
+    for fetcher in fetchers:
+        for floor in floors:
+            if fetcher in results and floor in results:
+                ratio = results[floor]["median_seconds"] / results[fetcher]["median_seconds"]
+                ratios[f"{fetcher}/{floor}"] = round(ratio, 3)
+                print(f"  speed {fetcher}/{floor}: {ratio:.2f}x", flush=True)
+    return ratios
+
+
+def _alternate(
+    contenders: dict[str, Callable[[], tuple[float, int, float | None]]],
+) -> dict[str, Any]:
+    """Each contender once per repetition, in a rotated order; (seconds, bytes, peak RSS MiB)."""
+    runs: dict[str, list[tuple[float, int, float | None]]] = {name: [] for name in contenders}
+    names = list(contenders)
+    for rep in range(REPS):
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+            runs[name].append(contenders[name]())
+    return runs
+
+
+def _summaries(runs: dict[str, Any], rows: int) -> dict[str, dict[str, Any]]:
+    results = {}
+    for name, figures in runs.items():
+        seconds = [f[0] for f in figures]
+        size = max(f[1] for f in figures)
+        rss = [f[2] for f in figures if f[2] is not None]
+        results[name] = _summary(name, seconds, rows, size, rss)
+    return results
+
+
+def _fetcher_runner(
+    processes: FetcherProcesses, mapped: dict[str, Any], filters: dict[str, Any] | None, rows: int
+) -> Callable[[], tuple[float, int, float | None]]:
+    def run() -> tuple[float, int, float | None]:
+        figure: JobFigure = processes.job(mapped, filters)
+        if figure.status != "completed" or figure.rows not in (None, rows):
+            raise RuntimeError(f"{processes.mode} job ended {figure.status}: {figure.error}")
+        return figure.seconds, figure.size, figure.peak_rss_mib
+
+    return run
+
+
+def postgres_part(
+    worker: FetcherProcesses, embedded: FetcherProcesses, database: str
+) -> dict[str, Any]:
+    select = _select(COLUMNS)
+    print(f"PostgreSQL ledger, {ROWS:,} rows, {REPS} alternating repetitions:", flush=True)
+    copy_bytes = _output_bytes(_copy(database, select))
+    mapped = {"bench_pg": {"ledger": list(COLUMNS)}}
+
+    def connectorx() -> tuple[float, int, float | None]:
+        figure = _connectorx(database, select)
+        return figure["seconds"], 0, figure["peak_rss_mib"]
+
+    runs = _alternate(
+        {
+            "copy": lambda: (_timed(_copy(database, select)), copy_bytes, None),
+            "connectorx_polars": connectorx,
+            "fetcher_worker_s3": _fetcher_runner(worker, mapped, None, ROWS),
+            "fetcher_embedded": _fetcher_runner(
+                embedded, {"bench_pg_e": mapped["bench_pg"]}, None, ROWS
+            ),
+        }
+    )
+    results = _summaries(runs, ROWS)
+    ratios = _ratios(
+        results, ["fetcher_worker_s3", "fetcher_embedded"], ["copy", "connectorx_polars"]
+    )
+    return {"rows": ROWS, "results": results, "ratios": ratios}
+
+
+def filtered_part(worker: FetcherProcesses, database: str) -> dict[str, Any]:
+    """``between`` on ``created_at`` over the first tenth of the rows' span."""
+    span = ROWS * STEP_SECONDS // 10
+    low = "2026-01-01T00:00:00Z"
+    high = datetime.fromtimestamp(datetime.fromisoformat(low).timestamp() + span, tz=UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    where = f" WHERE created_at >= '{low}' AND created_at <= '{high}'"
+    select = _select(COLUMNS, where)
+    rows = int(postgres_scalar(database, f"SELECT count(*) FROM ledger{where}"))
+    print(f"Filtered (between on created_at): {rows:,} rows of {ROWS:,}:", flush=True)
+    copy_bytes = _output_bytes(_copy(database, select))
+    mapped = {"bench_pg": {"ledger": list(COLUMNS)}}
+    filters = {"bench_pg": {"ledger": {"created_at": {"between": [low, high]}}}}
+    runs = _alternate(
+        {
+            "copy": lambda: (_timed(_copy(database, select)), copy_bytes, None),
+            "fetcher_worker_s3": _fetcher_runner(worker, mapped, filters, rows),
+        }
+    )
+    results = _summaries(runs, rows)
+    return {
+        "rows": rows,
+        "results": results,
+        "ratios": _ratios(results, ["fetcher_worker_s3"], ["copy"]),
+    }
+
+
+def scaling_part(worker: FetcherProcesses) -> dict[str, Any]:
+    """Peak Worker RSS per size: one job per size on a fresh table, narrow columns."""
+    print(f"Memory scaling (columns {', '.join(NARROW)}), one fresh Worker:", flush=True)
+    figures = []
+    for rows in SCALING:
+        database = create_postgres(f"scale{rows}", _PG_LEDGER.format(rows=rows))
+        try:
+            worker.connect_postgres("bench_scale", database)
+            figure = worker.job({"bench_scale": {"ledger": list(NARROW)}}, None)
+            worker.delete_connection("bench_scale")
+        finally:
+            drop_postgres(database)
+        if figure.status != "completed":
+            raise RuntimeError(f"scaling job at {rows} rows ended {figure.status}: {figure.error}")
+        figures.append(
+            {
+                "rows": rows,
+                "peak_rss_mib": figure.peak_rss_mib,
+                "seconds": figure.seconds,
+                "bytes": figure.size,
+            }
+        )
+        print(
+            f"  {rows:>9,} rows: peak Worker RSS {figure.peak_rss_mib:.1f} MiB, "
+            f"{figure.seconds:.2f}s, {figure.size / 2**20:.1f} MiB document",
+            flush=True,
+        )
+    growth = figures[-1]["peak_rss_mib"] - figures[0]["peak_rss_mib"] if figures else 0.0
+    print(f"  growth {SCALING[0]:,} → {SCALING[-1]:,} rows: {growth:+.1f} MiB", flush=True)
+    return {"columns": NARROW, "sizes": figures, "growth_mib": round(growth, 1)}
+
+
+def mariadb_part(worker: FetcherProcesses) -> dict[str, Any]:
+    database, reader, password = create_mariadb(_MARIADB_LEDGER.format(rows=ROWS))
+    try:
+        worker.connect_mysql("bench_my", database, reader, password)
+        select = _select(COLUMNS)
+        floor = [
+            "mariadb",
+            "--batch",
+            "--quick",
+            "-h",
+            "127.0.0.1",
+            "-u",
+            "root",
+            database,
+            "-e",
+            select,
+        ]
+        print(f"MariaDB ledger, {ROWS:,} rows:", flush=True)
+        floor_bytes = _output_bytes(floor)
+        runs = _alternate(
+            {
+                "mariadb_cli": lambda: (_timed(floor), floor_bytes, None),
+                "fetcher_worker_s3": _fetcher_runner(
+                    worker, {"bench_my": {"ledger": list(COLUMNS)}}, None, ROWS
+                ),
+            }
+        )
+        results = _summaries(runs, ROWS)
+        return {
+            "rows": ROWS,
+            "results": results,
+            "ratios": _ratios(results, ["fetcher_worker_s3"], ["mariadb_cli"]),
+        }
+    finally:
+        drop_mariadb(database, reader)
+
+
+def main() -> int:
+    report: dict[str, Any] = {"started": datetime.now(UTC).isoformat(), "rows": ROWS, "reps": REPS}
+    database = create_postgres("ledger", _PG_LEDGER.format(rows=ROWS))
+    try:
+        with FetcherProcesses("worker") as worker, FetcherProcesses("embedded") as embedded:
+            worker.connect_postgres("bench_pg", database)
+            embedded.connect_postgres("bench_pg_e", database)
+            if "postgres" in PARTS:
+                report["postgres"] = postgres_part(worker, embedded, database)
+            if "filtered" in PARTS:
+                report["filtered"] = filtered_part(worker, database)
+            if "mariadb" in PARTS:
+                report["mariadb"] = mariadb_part(worker)
+    finally:
+        drop_postgres(database)
+    if "scaling" in PARTS and SCALING:
+        with FetcherProcesses("worker") as fresh:
+            report["scaling"] = scaling_part(fresh)
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"extraction-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"written {path}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -47,6 +47,8 @@ from itertools import chain
 from operator import is_not, itemgetter
 from typing import Final, overload
 
+import orjson
+
 from fetcher.engine.ports import ResultSink, Row, Spool
 from fetcher.engine.values import ExactNumber, encode_text, encode_value
 
@@ -248,11 +250,22 @@ class RowBatch(Sequence[Row]):
     consumer of ``Connector.stream`` batches can use it; :class:`DatasourceWriter` encodes it
     straight from the columns (:func:`_batch_text`). ``columns[i]`` holds the values of
     ``names[i]``; all columns have the same length.
+
+    ``json_columns`` are the indices of columns whose values are parsed JSON without a single
+    ``float`` (``dict``/``list``/``str``/``int``/``bool``/``None``/:class:`ExactNumber`, as
+    :func:`~fetcher.engine.values.parse_json_exact_fractions` returns): their nested values may
+    go through the C encoder (:func:`_orjson_rows`), whose float text differs from §5.4's.
     """
 
-    __slots__ = ("_columns", "_length", "_names")
+    __slots__ = ("_columns", "_json_columns", "_length", "_names")
 
-    def __init__(self, names: Sequence[str], columns: Sequence[Sequence[object]]) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        columns: Sequence[Sequence[object]],
+        *,
+        json_columns: Iterable[int] = (),
+    ) -> None:
         if len(names) != len(columns):
             raise ValueError("one column per name is required")
         lengths = {len(column) for column in columns}
@@ -260,6 +273,7 @@ class RowBatch(Sequence[Row]):
             raise ValueError("columns must have the same length")
         self._names = tuple(names)
         self._columns = tuple(columns)
+        self._json_columns = frozenset(json_columns)
         self._length = lengths.pop() if lengths else 0
 
     @property
@@ -272,6 +286,11 @@ class RowBatch(Sequence[Row]):
         """The values of each column, in ``names`` order."""
         return self._columns
 
+    @property
+    def json_columns(self) -> frozenset[int]:
+        """Indices of the float-free parsed-JSON columns (see the class)."""
+        return self._json_columns
+
     def __len__(self) -> int:
         return self._length
 
@@ -283,7 +302,8 @@ class RowBatch(Sequence[Row]):
 
     def __getitem__(self, index: int | slice) -> Row | RowBatch:
         if isinstance(index, slice):
-            return RowBatch(self._names, [column[index] for column in self._columns])
+            columns = [column[index] for column in self._columns]
+            return RowBatch(self._names, columns, json_columns=self._json_columns)
         if not -self._length <= index < self._length:
             raise IndexError("row index out of range")
         return dict(zip(self._names, [column[index] for column in self._columns], strict=True))
@@ -306,6 +326,7 @@ _ROW_CLOSE: Final = "\n" + _INDENT * ROW_DEPTH + "}"
 #: Between two rows of a list of flat rows encoded by the C encoder with the member separator.
 _RAW_ROW_JOIN: Final = "}," + _MEMBER_START + "{"
 _ROW_JOIN: Final = _ROW_CLOSE + _ROW_SEPARATOR + _ROW_OPEN
+_ROW_SEPARATOR_BYTES: Final = _ROW_SEPARATOR.encode()
 _DICT_TYPE: Final = frozenset({dict})
 _NONE_TYPE: Final = type(None)
 _INT_COLUMN: Final = frozenset({int, _NONE_TYPE})
@@ -315,6 +336,19 @@ _is_not_none: Final = partial(is_not, None)
 _LINES_ENCODER: Final = _c_make_encoder(
     None, _reject, _escape, None, ": ", "\n", True, False, False
 )
+
+
+def _rows_bytes(rows: Sequence[Row]) -> bytes:
+    """The §5.4 UTF-8 bytes of ``rows`` at :data:`ROW_DEPTH`, separated as array elements.
+
+    A :class:`RowBatch` goes through orjson when it can (:func:`_orjson_rows`); the other
+    paths are :func:`_rows_text`'s. All paths give the same bytes.
+    """
+    if type(rows) is RowBatch:
+        data = _orjson_rows(rows)
+        if data is not None:
+            return data
+    return _to_utf8(_rows_text(rows))
 
 
 def _rows_text(rows: Sequence[Row]) -> str:
@@ -449,6 +483,70 @@ def _batch_text(batch: RowBatch) -> str | None:
     return text
 
 
+#: orjson's layout (§5.4 Layout, keys sorted by code point, which is UTF-8 byte order), with
+#: every type it would write differently from §5.4 handed to :func:`_orjson_default`.
+_ORJSON_OPTIONS: Final = (
+    orjson.OPT_INDENT_2
+    | orjson.OPT_SORT_KEYS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+#: Scalar types orjson writes exactly as §5.4 does: its string escaping is the C escaper's
+#: (only ``"``, ``\\`` and controls, ``\\u00xx`` lower-case), integers are plain decimals (beyond
+#: 64 bits it refuses), and :class:`ExactNumber` goes through :func:`_orjson_default`.
+_ORJSON_SCALARS: Final = frozenset({str, int, bool, _NONE_TYPE, ExactNumber})
+_ORJSON_NESTED: Final = _ORJSON_SCALARS | {dict, list}
+#: orjson indents a list's rows by one level; at :data:`ROW_DEPTH` every newline (orjson writes
+#: raw newlines only as layout: strings escape them) needs two levels more.
+_ORJSON_REINDENT: Final = b"\n" + (_INDENT * (ROW_DEPTH - 1)).encode()
+
+
+def _orjson_default(value: object) -> orjson.Fragment:
+    """:class:`ExactNumber` as its source text (§5.3 JSON row); anything else is refused, which
+    sends the batch to the other paths."""
+    if type(value) is ExactNumber:
+        return orjson.Fragment(value.text)
+    raise TypeError(type(value).__name__)
+
+
+def _orjson_column(column: Sequence[object], nested: bool) -> Sequence[object] | None:
+    """A column ready for orjson: floats become their §5.4 text (``float.__repr__``, non-finite
+    as the §5.3 strings) as fragments, since orjson writes ``1e-05`` as ``0.00001``. Nested
+    values only in a float-free JSON column; ``None`` for anything else."""
+    kinds = set(map(type, column))
+    if kinds <= (_ORJSON_NESTED if nested else _ORJSON_SCALARS):
+        return column
+    if float in kinds and kinds <= _ORJSON_SCALARS | {float}:
+        fragment, text = orjson.Fragment, _float_text
+        return [fragment(text(v)) if type(v) is float else v for v in column]
+    return None
+
+
+def _orjson_rows(batch: RowBatch) -> bytes | None:
+    """The §5.4 bytes of a :class:`RowBatch` at :data:`ROW_DEPTH` through orjson, or ``None``
+    when a value is outside what orjson writes exactly (then another path encodes the batch).
+
+    orjson writes the rows as a list at depth 0: ``[``, rows at one level, ``]``. Dropping the
+    brackets and indenting each line by two more levels gives the rows at :data:`ROW_DEPTH`.
+    """
+    if _member_starts(batch.names) is None or not batch:
+        return None
+    columns = []
+    for index, column in enumerate(batch.columns):
+        ready = _orjson_column(column, index in batch.json_columns)
+        if ready is None:
+            return None
+        columns.append(ready)
+    names = batch.names
+    rows = [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+    try:
+        data = orjson.dumps(rows, default=_orjson_default, option=_ORJSON_OPTIONS)
+    except orjson.JSONEncodeError:  # a surrogate, an integer beyond 64 bits, a refused type
+        return None
+    return data[4:-2].replace(b"\n", _ORJSON_REINDENT)
+
+
 def _key_bytes(key: str) -> bytes:
     """A member key as §5.4 JSON string bytes."""
     return _to_utf8(_escape(key))
@@ -504,9 +602,9 @@ class DatasourceWriter:
         self._check_open(table_open=True)
         if not rows:
             return
-        separator = ",\n" + _INDENT * ROW_DEPTH
-        prefix = separator if self._table_rows else separator[1:]
-        self._append(prefix + _rows_text(rows))
+        prefix = _ROW_SEPARATOR_BYTES if self._table_rows else _ROW_SEPARATOR_BYTES[1:]
+        self._append_bytes(prefix)
+        self._append_bytes(_rows_bytes(rows))
         self._table_rows += len(rows)
         self._rows += len(rows)
         await self._maybe_flush()

@@ -40,6 +40,7 @@ __all__ = [
     "encode_uuid",
     "encode_value",
     "parse_json_exact",
+    "parse_json_exact_fractions",
 ]
 
 _JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
@@ -126,6 +127,34 @@ def parse_json_exact(text: str | bytes) -> object:
 
 _EXACT_DECODER = json.JSONDecoder(
     parse_float=_exact_float,
+    parse_int=_exact_int,
+    parse_constant=_non_finite_constant,
+)
+
+
+def _exact_fraction(text: str) -> ExactNumber:
+    """A JSON fraction/exponent number as :class:`ExactNumber`, without the text check: the JSON
+    scanner only hands over valid number text."""
+    number = object.__new__(ExactNumber)
+    object.__setattr__(number, "text", text)
+    return number
+
+
+def parse_json_exact_fractions(text: str | bytes) -> object:
+    """:func:`parse_json_exact`, but every fraction or exponent number is an
+    :class:`ExactNumber`, so the value holds no ``float`` at all.
+
+    The logical value is the same (``ExactNumber`` compares as its number), and so are its
+    §5.4 bytes. A value without floats can be written by a C encoder (orjson) that formats
+    floats its own way: a connector marks such columns (``RowBatch.json_columns``).
+    """
+    if isinstance(text, bytes | bytearray):
+        text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
+    return _FRACTIONS_DECODER.decode(text)
+
+
+_FRACTIONS_DECODER = json.JSONDecoder(
+    parse_float=_exact_fraction,
     parse_int=_exact_int,
     parse_constant=_non_finite_constant,
 )

@@ -28,7 +28,6 @@ from functools import partial
 from operator import is_not, itemgetter
 from types import TracebackType
 from typing import Any, ClassVar, Self
-from uuid import UUID
 
 import psycopg
 from psycopg.abc import AdaptContext, Buffer
@@ -65,9 +64,8 @@ from fetcher.engine.values import (
     encode_float32,
     encode_interval,
     encode_time,
-    encode_uuid,
     encode_value,
-    parse_json_exact,
+    parse_json_exact_fractions,
 )
 
 __all__ = ["PostgresConnector", "map_postgres_errors", "postgres_family"]
@@ -193,12 +191,14 @@ class _Float8Loader(Loader):
 
 
 class _JsonLoader(Loader):
-    """json/jsonb: parsed, numbers keeping their source text (§5.3)."""
+    """json/jsonb: parsed, numbers keeping their source text (§5.3), and no ``float`` in the
+    value (fractions are ``ExactNumber``), so the §5.4 writer may encode the column in C
+    (``RowBatch.json_columns``)."""
 
     format = Format.TEXT
 
     def load(self, data: Buffer) -> Any:
-        return parse_json_exact(_text(data))
+        return parse_json_exact_fractions(_text(data))
 
 
 class _DelegatingLoader(Loader):
@@ -252,13 +252,6 @@ class _ByteaLoader(_DelegatingLoader):
         return encode_bytes(value)
 
 
-class _UuidLoader(Loader):
-    format = Format.TEXT
-
-    def load(self, data: Buffer) -> Any:
-        return encode_uuid(UUID(_text(data)))
-
-
 _ISO_INTERVAL = re.compile(
     r"P(?:(?P<y>-?\d+)Y)?(?:(?P<mo>-?\d+)M)?(?:(?P<d>-?\d+)D)?"
     r"(?:T(?:(?P<h>-?\d+)H)?(?:(?P<mi>-?\d+)M)?(?:(?P<s>-?\d+(?:\.\d+)?)S)?)?"
@@ -301,9 +294,10 @@ class _IntervalLoader(Loader):
 #: loaded again from the same result with ``_TextLoader`` (``_tolerant_rows``). ``"char"`` keeps
 #: ``_TextLoader``: before PostgreSQL 15 it sends its byte as is.
 _C_TEXT_TYPES = ("text", "varchar", "bpchar", "name", "xml")
-#: ASCII text that is already the §5.3 string (numeric, date) or is rewritten per column
-#: (timestamps, ``_DateTimeText``).
-_C_ASCII_TYPES = ("numeric", "date", "timestamp", "timestamptz")
+#: ASCII text that is already the §5.3 string (numeric, date; uuid, which the server always
+#: prints as lower-case canonical ``8-4-4-4-12``) or is rewritten per column (timestamps,
+#: ``_DateTimeText``).
+_C_ASCII_TYPES = ("numeric", "date", "uuid", "timestamp", "timestamptz")
 
 _LOADERS: dict[str | int, type[Loader]] = {
     0: TextLoader,  # types without a loader (enums, user types …): their text form
@@ -314,7 +308,6 @@ _LOADERS: dict[str | int, type[Loader]] = {
     **dict.fromkeys(("json", "jsonb"), _JsonLoader),
     **dict.fromkeys(("time", "timetz"), _TimeLoader),
     "bytea": _ByteaLoader,
-    "uuid": _UuidLoader,
     "interval": _IntervalLoader,
 }
 
@@ -709,6 +702,7 @@ class PostgresConnector:
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)
         names = tuple(column.name for column in query.columns)
+        json_columns = _json_columns(query.columns)
         with map_postgres_errors(Phase.QUERY, self._name):
             async with conn.transaction():
                 cursor_name = f"fetcher_{secrets.token_hex(8)}"
@@ -716,7 +710,9 @@ class PostgresConnector:
                     await cursor.execute(sql, params)
                     converters = self._converters(query.columns, cursor.description, conn)
                     while batch := await self._fetch(cursor, conn):
-                        yield RowBatch(names, _columns(batch, converters))
+                        yield RowBatch(
+                            names, _columns(batch, converters), json_columns=json_columns
+                        )
 
     async def _fetch(self, cursor: AsyncCursor, conn: AsyncConn) -> list[tuple[Any, ...]]:
         """The next batch; one with text that is not UTF-8 is loaded again, tolerantly."""
@@ -741,6 +737,16 @@ class PostgresConnector:
             for index, (column, described) in enumerate(zip(columns, description, strict=True))
         )
         return [(index, convert) for index, convert in chosen if convert is not None]
+
+
+def _json_columns(columns: Sequence[Column]) -> tuple[int, ...]:
+    """Indices of the JSON columns (and arrays of JSON): their values come from ``_JsonLoader``,
+    float-free by construction."""
+    return tuple(
+        index
+        for index, column in enumerate(columns)
+        if column.family is TypeFamily.JSON or column.native_type in {"_json", "_jsonb"}
+    )
 
 
 def _tables_from(rows: Sequence[tuple[Any, ...]]) -> tuple[TableSchema, ...]:

@@ -1,0 +1,300 @@
+"""Running Fetcher processes and scratch databases for the benchmarks (issue 12).
+
+:class:`FetcherProcesses` starts either a Manager and a Worker (``fetcher run``, PostgreSQL
+metadata store, RabbitMQ, the loopback SeaweedFS S3 server) or one embedded process (SQLite
+metadata, local store), each on loopback ports, and stops them by PID. :meth:`job` submits one
+job and reports its time (``completedAt − createdAt``), document size and the extracting
+process's peak RSS (``VmHWM``, reset through ``/proc/<pid>/clear_refs`` before the job).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import psycopg
+
+from bench.worker_memory import ADMIN, FETCHER, KEY, _delete_broker_objects, _free_port
+
+MARIADB_ROOT = ["mariadb", "-h", "127.0.0.1", "-P", "3306", "-u", "root"]
+PRODUCT = "bench"
+POLL_SECONDS = 0.1
+
+
+def create_postgres(prefix: str, sql: str) -> str:
+    """A scratch PostgreSQL database holding ``sql``'s objects; returns its name."""
+    name = f"fetcher_bench_{prefix}_{secrets.token_hex(4)}"
+    with psycopg.connect(ADMIN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"'.encode())
+    with psycopg.connect(psycopg.conninfo.make_conninfo(ADMIN, dbname=name), autocommit=True) as db:
+        db.execute(sql.encode())
+    return name
+
+
+def drop_postgres(name: str) -> None:
+    with psycopg.connect(ADMIN, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+
+
+def postgres_scalar(database: str, sql: str) -> Any:
+    with psycopg.connect(ADMIN, dbname=database, autocommit=True) as db:
+        row = db.execute(sql.encode()).fetchone()
+    return None if row is None else row[0]
+
+
+def create_mariadb(sql: str) -> tuple[str, str, str]:
+    """A scratch MariaDB database with ``sql``'s objects and a reader with a password."""
+    name = f"fetcher_bench_{secrets.token_hex(4)}"
+    reader, password = f"bench_{secrets.token_hex(4)}", secrets.token_hex(12)
+    script = (
+        f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4; USE `{name}`; {sql}\n"
+        f"CREATE USER '{reader}'@'%' IDENTIFIED BY '{password}';\n"
+        f"GRANT SELECT ON `{name}`.* TO '{reader}'@'%';\n"
+    )
+    subprocess.run(MARIADB_ROOT, input=script, text=True, check=True, capture_output=True)
+    return name, reader, password
+
+
+def drop_mariadb(name: str, reader: str) -> None:
+    script = f"DROP DATABASE IF EXISTS `{name}`; DROP USER IF EXISTS '{reader}'@'%';"
+    subprocess.run(MARIADB_ROOT, input=script, text=True, check=False, capture_output=True)
+
+
+def vm_hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM")
+
+
+def reset_peak(pid: int) -> None:
+    """``echo 5 > /proc/<pid>/clear_refs``: the peak RSS starts again from the current RSS."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def _request(
+    method: str, url: str, body: object = None, headers: dict[str, str] | None = None
+) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        raw = response.read()
+        return json.loads(raw) if raw else None
+
+
+def _seconds_between(created: str, completed: str) -> float:
+    begin = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    end = datetime.fromisoformat(completed.replace("Z", "+00:00"))
+    return (end - begin).total_seconds()
+
+
+@dataclass
+class JobFigure:
+    status: str
+    seconds: float
+    wall_seconds: float
+    size: int
+    rows: int | None
+    peak_rss_mib: float
+    error: str | None
+
+
+class FetcherProcesses:
+    """``mode`` ``worker`` (Manager + Worker → S3) or ``embedded`` (one process → local store)."""
+
+    def __init__(self, mode: str, **overrides: str) -> None:
+        self.mode = mode
+        self._overrides = overrides
+        self._suffix = secrets.token_hex(4)
+        self._dir = Path(tempfile.mkdtemp(prefix="fetcher-bench-"))
+        self._meta_db: str | None = None
+        self._processes: list[subprocess.Popen[bytes]] = []
+        self.base = ""
+        self.pid = 0
+
+    def _env(self) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "APP_ENC_KEY": KEY,
+            "READYZ_DRAIN_DELAY_SEC": "0",
+            "LOG_LEVEL": "warn",
+            **self._overrides,
+        }
+        if self.mode == "embedded":
+            return {
+                **env,
+                "FETCHER_MODE": "embedded",
+                "DATABASE_URL": f"sqlite:///{self._dir / 'meta.db'}",
+                "OBJECT_STORAGE_LOCAL_DIR": str(self._dir / "objects"),
+            }
+        return {
+            **env,
+            "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{self._meta_db}",
+            "RABBITMQ_HOST": "127.0.0.1",
+            "RABBITMQ_FETCHER_WORK_QUEUE": f"fetcher.bench.{self._suffix}",
+            "RABBITMQ_JOB_EVENTS_EXCHANGE": f"fetcher.bench.events.{self._suffix}",
+            "STREAMING_ENABLED": "true",
+            "STREAMING_CLOUDEVENTS_SOURCE": "//lerian.fetcher/bench",
+            "OBJECT_STORAGE_ENDPOINT": os.environ.get(
+                "FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333"
+            ),
+            "OBJECT_STORAGE_BUCKET": os.environ.get("FETCHER_TEST_S3_BUCKET", "fetcher-test"),
+            "OBJECT_STORAGE_ACCESS_KEY_ID": os.environ.get(
+                "FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access"
+            ),
+            "OBJECT_STORAGE_SECRET_KEY": os.environ.get(
+                "FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789"
+            ),
+            "OBJECT_STORAGE_USE_PATH_STYLE": "true",
+        }
+
+    def _spawn(self, env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
+        with (self._dir / f"{name}.log").open("wb") as log:
+            process = subprocess.Popen(
+                [FETCHER, "run"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            )
+        self._processes.append(process)
+        return process
+
+    def __enter__(self) -> Self:
+        if self.mode != "embedded":
+            self._meta_db = create_postgres("meta", "SELECT 1")
+        env = self._env()
+        port = _free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        manager_mode = "embedded" if self.mode == "embedded" else "manager"
+        manager = self._spawn(
+            {**env, "FETCHER_MODE": manager_mode, "SERVER_ADDRESS": f"127.0.0.1:{port}"}, "manager"
+        )
+        self._wait_health(self.base)
+        self.pid = manager.pid
+        if self.mode != "embedded":
+            health = _free_port()
+            worker = self._spawn(
+                {**env, "FETCHER_MODE": "worker", "HEALTH_PORT": str(health)}, "worker"
+            )
+            self._wait_health(f"http://127.0.0.1:{health}")
+            self.pid = worker.pid
+        return self
+
+    def _wait_health(self, base: str) -> None:
+        for _ in range(600):
+            try:
+                _request("GET", f"{base}/health")
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"{base}/health never answered; logs in {self._dir}")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for process in self._processes:
+            process.send_signal(signal.SIGTERM)
+        for process in self._processes:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        if self._meta_db is not None:
+            drop_postgres(self._meta_db)
+            asyncio.run(
+                _delete_broker_objects(
+                    f"fetcher.bench.{self._suffix}", f"fetcher.bench.events.{self._suffix}"
+                )
+            )
+        if exc is None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _connection(self, body: dict[str, Any]) -> None:
+        _request(
+            "POST", f"{self.base}/v1/management/connections", body, {"X-Product-Name": PRODUCT}
+        )
+
+    def connect_postgres(self, name: str, database: str) -> None:
+        self._connection(
+            {"configName": name, "type": "POSTGRESQL", "host": "127.0.0.1", "port": 5432,
+             "databaseName": database, "userName": "postgres", "password": "trust-auth"}
+        )  # fmt: skip
+
+    def connect_mysql(self, name: str, database: str, user: str, password: str) -> None:
+        self._connection(
+            {"configName": name, "type": "MYSQL", "host": "127.0.0.1", "port": 3306,
+             "databaseName": database, "userName": user, "password": password}
+        )  # fmt: skip
+
+    def delete_connection(self, name: str) -> None:
+        listed = _request(
+            "GET", f"{self.base}/v1/management/connections", headers={"X-Product-Name": PRODUCT}
+        )
+        items = listed["items"] if isinstance(listed, dict) else listed
+        for item in items:
+            if item["configName"] == name:
+                _request(
+                    "DELETE",
+                    f"{self.base}/v1/management/connections/{item['id']}",
+                    headers={"X-Product-Name": PRODUCT},
+                )
+
+    def job(self, mapped: dict[str, Any], filters: dict[str, Any] | None) -> JobFigure:
+        """One job to its end; figures of the extracting process."""
+        reset_peak(self.pid)
+        request: dict[str, Any] = {"mappedFields": mapped}
+        if filters:
+            request["filters"] = filters
+        body = {
+            "dataRequest": request,
+            "metadata": {"source": PRODUCT, "correlationId": secrets.token_hex(8)},
+        }
+        began = time.perf_counter()
+        job_id = _request("POST", f"{self.base}/v1/fetcher", body)["jobId"]
+        while (state := _request("GET", f"{self.base}/v1/fetcher/{job_id}"))["status"] not in (
+            "completed",
+            "failed",
+        ):
+            time.sleep(POLL_SECONDS)
+        wall = time.perf_counter() - began
+        peak = vm_hwm_mib(self.pid)
+        size, rows = self._result_figures(job_id) if state["status"] == "completed" else (0, None)
+        return JobFigure(
+            state["status"], _seconds_between(state["createdAt"], state["completedAt"]), wall,
+            size, rows, peak, state.get("metadata", {}).get("error"),
+        )  # fmt: skip
+
+    def _result_figures(self, job_id: str) -> tuple[int, int | None]:
+        """``size_bytes`` and ``row_count`` from the job's ``job.completed`` feed item."""
+        after = "0"
+        for _ in range(1000):
+            page = _request("GET", f"{self.base}/v1/events?after={after}&limit=1000")
+            for item in page["items"]:
+                data = item["data"]
+                if data.get("job_id") == job_id and "result" in data:
+                    result = data["result"]
+                    count = result.get("row_count", data.get("row_count"))
+                    return int(result["size_bytes"]), None if count is None else int(count)
+            if not page["items"]:
+                break
+            after = page["next"]
+        raise RuntimeError(f"no job.completed feed item for {job_id}")

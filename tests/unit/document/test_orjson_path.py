@@ -1,0 +1,127 @@
+"""The orjson path of the §5.4 writer (issue 12): a ``RowBatch`` encoded by orjson must give
+exactly the bytes of the reference encoder ``dumps_document``, parsed JSON columns
+(``json_columns``) included, and every value orjson would write differently must send the batch
+to another path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fetcher.engine.document import RowBatch, _orjson_rows
+from fetcher.engine.values import ExactNumber, parse_json_exact_fractions
+from tests.unit.document.test_batches import _names, _reference, _text, _written
+
+# JSON documents whose numbers are written in every form a source may use; parsed with
+# parse_json_exact_fractions as the PostgreSQL connector does.
+_NUMBER_TEXTS = st.sampled_from(
+    ["0", "-0", "1", "-12", "1.50", "1e5", "1E+05", "2.5e-7", "0.00001", "1e16",
+     "12345678901234567890", "-9223372036854775809", "18446744073709551616",
+     "3.14159265358979323846264338327950288"]
+)  # fmt: skip
+_json_text = st.recursive(
+    st.none().map(lambda _: "null")
+    | st.booleans().map(lambda b: "true" if b else "false")
+    | _NUMBER_TEXTS
+    | _text.map(lambda s: json.dumps(s, ensure_ascii=False)),
+    lambda inner: (
+        st.lists(inner, max_size=4).map(lambda xs: "[" + ", ".join(xs) + "]")
+        | st.dictionaries(_names, inner, max_size=4).map(
+            lambda d: "{" + ",".join(f"{json.dumps(k)}: {v}" for k, v in d.items()) + "}"
+        )
+    ),
+    max_leaves=12,
+)
+_json_values = _json_text.map(parse_json_exact_fractions)
+
+
+@st.composite
+def _json_batches(draw: st.DrawFn) -> RowBatch:
+    """A batch with a text column, an integer column and one or two parsed-JSON columns."""
+    length = draw(st.integers(min_value=1, max_value=5))
+    count = draw(st.integers(min_value=1, max_value=2))
+    names = draw(st.lists(_names, min_size=count + 2, max_size=count + 2, unique=True))
+    columns: list[list[object]] = [
+        draw(st.lists(st.none() | _text, min_size=length, max_size=length)),
+        draw(
+            st.lists(st.none() | st.integers(-(2**63), 2**64 - 1), min_size=length, max_size=length)
+        ),
+    ]
+    columns += [
+        draw(st.lists(st.none() | _json_values, min_size=length, max_size=length))
+        for _ in range(count)
+    ]
+    return RowBatch(names, columns, json_columns=range(2, 2 + count))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_json_batches(), min_size=1, max_size=3))
+def test_json_column_batches_match_reference_encoder(batches: list[RowBatch]) -> None:
+    assert _written(batches) == _reference(batches)
+
+
+def test_parsed_json_holds_no_float() -> None:
+    value = parse_json_exact_fractions('{"a": [1.5, 1e5, 0.1, -0], "b": 2}')
+    assert value == {"a": [1.5, 100000.0, 0.1, 0], "b": 2}
+    assert isinstance(value, dict)
+    assert [type(v) for v in value["a"]] == [ExactNumber] * 4
+    assert [v.text for v in value["a"]] == ["1.5", "1e5", "0.1", "-0"]
+
+
+def _ledger_batch() -> RowBatch:
+    """Rows as the PostgreSQL connector yields the issue's ledger table."""
+    metadata = parse_json_exact_fractions(
+        '{"tags": ["t1", "x"], "ref": "R-1", "score": 12.50, "attempt": 3, "channel": "web"}'
+    )
+    return RowBatch(
+        ["id", "email", "amount", "created_at", "status", "metadata"],
+        [
+            ["6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88", "0e5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88"],
+            ["a@example.com", 'quote"and\\slash\n'],
+            ["1500.00", "-0.01"],
+            ["2026-01-02T03:04:05.12Z", "2026-01-02T03:04:05Z"],
+            ["settled", "pending"],
+            [metadata, None],
+        ],
+        json_columns=[5],
+    )
+
+
+def test_the_ledger_takes_the_orjson_path_byte_for_byte() -> None:
+    batch = _ledger_batch()
+    assert _orjson_rows(batch) is not None
+    assert _written([batch, batch[1:]]) == _reference([batch, batch[1:]])
+    assert b'"score": 12.50' in _written([batch])
+
+
+@pytest.mark.parametrize(
+    ("column", "json_column", "taken"),
+    [
+        ([1e16, 1e-05, -0.0, None], False, True),  # floats as fragments of their repr
+        ([float("nan"), float("-inf")], False, True),  # as the §5.3 strings
+        ([ExactNumber("1.10"), None], False, True),
+        ([2**64, 1], False, False),  # beyond 64 bits: orjson refuses
+        (["a\ud800"], False, False),  # a surrogate: orjson refuses
+        ([{"k": 1}], False, False),  # nested, not a marked JSON column
+        ([{"k": 1}], True, True),
+        ([{"k": ExactNumber("1e5")}, [None, "x", 7]], True, True),
+    ],
+)
+def test_orjson_path_taken_or_refused(column: list[object], json_column: bool, taken: bool) -> None:
+    batch = RowBatch(
+        ["v", "w"], [column, ["x"] * len(column)], json_columns=[0] if json_column else []
+    )
+    assert (_orjson_rows(batch) is not None) is taken
+    assert _written([batch]) == _reference([batch])
+
+
+def test_subclasses_and_other_types_are_refused() -> None:
+    class Text(str):
+        pass
+
+    for value in (Text("a"), b"bytes", (1, 2)):
+        batch = RowBatch(["v"], [[value]])
+        assert _orjson_rows(batch) is None
