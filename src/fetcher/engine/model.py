@@ -39,6 +39,8 @@ class ConnectionDescriptor:
     ``database`` is the file path for ``SQLITE``. ``pinned_address`` is the IP address the
     SSRF pre-dial vetted (§2.9.1 rule 3): when set, a connector dials it and keeps ``host`` only
     for TLS SNI and hostname verification, so the name is never resolved a second time.
+    ``resolved_addresses`` are every address that pre-dial saw (the pinned one first); they
+    are only known to redaction (§8.7 step 1, §13 "Worker redaction"), never dialled.
     """
 
     config_name: str
@@ -54,6 +56,7 @@ class ConnectionDescriptor:
     internal: bool = False
     connection_id: str | None = None
     pinned_address: str | None = None
+    resolved_addresses: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return (

@@ -49,7 +49,7 @@ from fetcher.services.ssrf import (
     BlockedHostError,
     HostResolutionError,
     is_blocked_host_literal,
-    vet_host,
+    vet_host_addresses,
 )
 from fetcher.services.timeutil import SystemClock, format_ms, new_id
 
@@ -108,7 +108,7 @@ def _values(descriptor: ConnectionDescriptor) -> tuple[tuple[str, ...], list[str
     """§8.7 step 1 for one connection: its password and TLS key; its host and the address
     the SSRF pre-dial pinned (the address the driver dials, §2.9.1)."""
     hosts = [h for h in (descriptor.host, descriptor.pinned_address) if h]
-    return descriptor.secrets(), hosts
+    return descriptor.secrets(), [*hosts, *descriptor.resolved_addresses]
 
 
 def _detail(exc: BaseException) -> str:
@@ -642,20 +642,23 @@ class ConnectionService:
         assert record is not None
         if record.type == _SQLITE and not self._sqlite_ok(record.database_name):
             raise ConnectFailed("SQLite file is not readable in the allowed directory")
-        pinned = await self._predial(record) if self.ssrf_guard and record.host else None
+        addresses = await self._predial(record) if self.ssrf_guard and record.host else ()
         try:
             descriptor = descriptor_from_record(record, self.cipher)
         except CredentialError as exc:
             raise ConnectFailed(exc.reason) from None
-        return replace(descriptor, pinned_address=pinned) if pinned else descriptor
+        if not addresses:
+            return descriptor
+        return replace(descriptor, pinned_address=addresses[0], resolved_addresses=addresses)
 
     @staticmethod
-    async def _predial(record: ConnectionRecord) -> str:
+    async def _predial(record: ConnectionRecord) -> tuple[str, ...]:
         """§2.9 pre-dial through :func:`~fetcher.services.ssrf.vet_host`: a blocked host →
-        ``400 FET-0414``; a DNS failure → :class:`ConnectFailed`. Returns the vetted address."""
+        ``400 FET-0414``; a DNS failure → :class:`ConnectFailed`. Returns every vetted address,
+        the one to pin first."""
         assert record.host is not None
         try:
-            return await vet_host(record.host, record.port)
+            return await vet_host_addresses(record.host, record.port)
         except BlockedHostError:
             raise forbidden_host() from None
         except HostResolutionError as exc:

@@ -234,9 +234,14 @@ class ExtractionService:
 
     def _redactor_for(self, connections: Mapping[str, ConnectionDescriptor]) -> Redactor:
         """§8.7 step 1 in the Worker (§13 "Worker redaction"): the process values, and each
-        datasource's password, TLS key, host and the address the pre-dial pinned for it."""
+        datasource's password, TLS key, host, and every address its pre-dial resolved."""
         secrets = [s for c in connections.values() for s in c.secrets()]
-        hosts = [h for c in connections.values() for h in (c.host, c.pinned_address) if h]
+        hosts = [
+            h
+            for c in connections.values()
+            for h in (c.host, c.pinned_address, *c.resolved_addresses)
+            if h
+        ]
         return self.redactor.with_values(secrets=secrets, hosts=hosts)
 
     async def _extract_and_complete(

@@ -33,6 +33,7 @@ __all__ = [
     "pin_descriptor",
     "resolve_host",
     "vet_host",
+    "vet_host_addresses",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -173,7 +174,14 @@ async def resolve_host(host: str, port: int | None) -> list[str]:
 
 
 async def vet_host(host: str, port: int | None) -> str:
-    """§2.9.1 rules 1-3: resolve ``host`` once; return the address to pin.
+    """§2.9.1 rules 1-3: resolve ``host`` once; return the address to pin (the first of
+    :func:`vet_host_addresses`)."""
+    return (await vet_host_addresses(host, port))[0]
+
+
+async def vet_host_addresses(host: str, port: int | None) -> tuple[str, ...]:
+    """§2.9.1 rules 1-3: resolve ``host`` once; return every resolved address, deduplicated,
+    the one to pin first. Redaction needs them all (§8.7 step 1), the driver only the first.
 
     The host-literal layer applies first (a blocked literal or name never reaches DNS). Every
     resolved address must be allowed (an IPv4-mapped IPv6 address is judged unmapped); the
@@ -196,7 +204,7 @@ async def vet_host(host: str, port: int | None) -> str:
         blocked = True  # not an IP address: never dial what cannot be vetted
     if blocked:
         raise BlockedHostError
-    return addresses[0]
+    return tuple(addresses)
 
 
 async def pin_descriptor(descriptor: ConnectionDescriptor) -> ConnectionDescriptor:
@@ -207,5 +215,5 @@ async def pin_descriptor(descriptor: ConnectionDescriptor) -> ConnectionDescript
     """
     if not descriptor.host:
         return descriptor
-    address = await vet_host(descriptor.host, descriptor.port)
-    return replace(descriptor, pinned_address=address)
+    addresses = await vet_host_addresses(descriptor.host, descriptor.port)
+    return replace(descriptor, pinned_address=addresses[0], resolved_addresses=addresses)

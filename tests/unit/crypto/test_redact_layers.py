@@ -112,3 +112,28 @@ async def test_the_worker_redacts_the_pinned_address(
     assert PINNED not in job.error
     assert "sentinel-Pa55word" not in job.error
     assert job.error.endswith(f"refused by peer_{REDACTED}_on {REDACTED}")
+
+
+async def test_the_worker_redacts_every_resolved_address(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§8.7 step 1 / §13 "Worker redaction": not only the pinned address, but every address
+    the one pre-dial resolution returned (the driver may print any of them)."""
+    other = "2606:2800:220:1::1"
+
+    async def dns(host: str, port: int | None) -> list[str]:
+        if host != world.connection.host:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [PINNED, other]
+
+    job_id = await world.submit({"pg": {"accounts": ["id"]}})
+    monkeypatch.setattr(ssrf, "resolve_host", dns)
+    world.extraction.ssrf_guard = True
+    # Glued to word characters, so no pattern step (8, 11) can see the second address.
+    world.database.fail_on["connect"] = f"tried x{other}x then gave up"
+    await world.handler.handle(world.delivery())
+    job = await world.store.get_job(job_id)
+    assert job is not None
+    assert job.error is not None
+    assert other not in job.error
+    assert job.error.endswith(f"tried x{REDACTED}x then gave up")

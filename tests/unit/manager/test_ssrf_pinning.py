@@ -116,12 +116,14 @@ async def test_vet_host_empty_answer_is_a_dns_failure(dns: FakeDns) -> None:
 
 
 async def test_pin_descriptor_keeps_the_name_and_adds_the_address(dns: FakeDns) -> None:
-    dns.answers["db.example.com"] = [PUBLIC]
+    dns.answers["db.example.com"] = [PUBLIC, PUBLIC_V6, PUBLIC]
     descriptor = ConnectionDescriptor(
         config_name="pg", type=EngineType.POSTGRESQL, host="db.example.com", port=5432
     )
     pinned = await ssrf.pin_descriptor(descriptor)
     assert (pinned.host, pinned.pinned_address) == ("db.example.com", PUBLIC)
+    assert pinned.resolved_addresses == (PUBLIC, PUBLIC_V6)  # for redaction only
+    assert len(dns.calls) == 1
     sqlite = ConnectionDescriptor(config_name="s", type=EngineType.SQLITE, database="/x.db")
     assert await ssrf.pin_descriptor(sqlite) is sqlite
 
