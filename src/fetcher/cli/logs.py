@@ -2,8 +2,8 @@
 
 One line per record, one JSON object per line::
 
-    {"ts":"2026-12-01T15:18:28.123Z","level":"info","event":"job created","logger":"…",
-     "env":"development","request_id":"…","job_id":"…","product":"payments"}
+    {"ts": "2026-12-01T15:18:28.123Z", "level": "info", "event": "job created", "logger": "…",
+     "env": "development", "request_id": "…", "job_id": "…", "product": "payments"}
 
 * ``ts`` (UTC, milliseconds), ``level`` (``debug``, ``info``, ``warning``, ``error``,
   ``critical``), ``event`` (the message), ``logger`` and ``env`` (``ENV_NAME``) come first;
