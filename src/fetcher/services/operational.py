@@ -31,6 +31,7 @@ from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from fetcher import __version__
 from fetcher.crypto import Redactor
+from fetcher.crypto.redact import LOG_REDACTED
 from fetcher.services.metrics import Metrics
 from fetcher.services.readiness import CHECK_BUDGET_SECONDS, ReadinessProbe, readiness_report
 
@@ -150,7 +151,7 @@ class Operations:
             log.warning("metrics: outbox count timed out after %gs", self._budget)
         except Exception as exc:  # any failure: the scrape still answers (module docstring)
             detail = self._redactor.redact(str(exc) or type(exc).__name__)
-            log.warning("metrics: outbox count unavailable: %s", detail, extra={"redacted": True})
+            log.warning("metrics: outbox count unavailable: %s", detail, extra=LOG_REDACTED)
         return Reply(200, generate_latest(metrics.registry), CONTENT_TYPE_PLAIN_0_0_4)
 
     @staticmethod

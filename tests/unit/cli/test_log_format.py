@@ -14,13 +14,11 @@ import pytest
 
 from fetcher.cli.logs import JsonFormatter
 from fetcher.crypto import Redactor
+from fetcher.crypto.redact import LOG_REDACTED
 from fetcher.services.log_context import bind_log_context, current_log_context, log_context
 
 SECRET = "hunter2-very-secret"
 JOB = "0190a1b2-0000-7000-8000-000000000001"
-#: ``extra=`` of a call whose message was redacted where it arose (``LOG_REDACTED`` in
-#: ``fetcher.crypto.redact``).
-LOG_REDACTED = {"redacted": True}
 TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
 
