@@ -38,5 +38,24 @@ test-unit: install
 bench: install
 	$(BIN)/python bench/run.py
 
+# Faults against a real Manager and two Workers (bench/chaos.py; not part of `make test`,
+# whose smoke version is tests/chaos/test_smoke.py). Starts the S3 server only if none runs,
+# and then stops only that one.
+.PHONY: chaos
+chaos: install
+	s3=0; scripts/s3-server.sh status >/dev/null 2>&1 || { scripts/s3-server.sh start && s3=1; }; \
+	$(BIN)/python bench/chaos.py; rc=$$?; \
+	if [ $$s3 -eq 1 ]; then scripts/s3-server.sh stop; fi; exit $$rc
+
+# A steady 5 jobs/s for SOAK_MINUTES (default 30): RSS, fds, database connections and AMQP
+# channels of every process, their slopes and a PNG (bench/soak.py; needs the `bench` extra).
+SOAK_MINUTES ?= 30
+.PHONY: soak
+soak: install
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[bench]'
+	s3=0; scripts/s3-server.sh status >/dev/null 2>&1 || { scripts/s3-server.sh start && s3=1; }; \
+	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES); rc=$$?; \
+	if [ $$s3 -eq 1 ]; then scripts/s3-server.sh stop; fi; exit $$rc
+
 clean:
 	rm -rf $(VENV) fetcher-data .mypy_cache .ruff_cache .pytest_cache
