@@ -17,7 +17,7 @@ import json
 import math
 import re
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -40,6 +40,7 @@ __all__ = [
     "encode_uuid",
     "encode_value",
     "parse_json_exact",
+    "parse_json_column",
     "parse_json_exact_fractions",
 ]
 
@@ -158,6 +159,34 @@ _FRACTIONS_DECODER = json.JSONDecoder(
     parse_int=_exact_int,
     parse_constant=_non_finite_constant,
 )
+#: For texts whose integers never need their own text kept: the C scanner's own ``int``.
+_PLAIN_INT_DECODER = json.JSONDecoder(
+    parse_float=_exact_fraction,
+    parse_constant=_non_finite_constant,
+)
+_NULL_FOR_NONE: Final[dict[object, str]] = {None: "null"}
+
+
+def parse_json_column(texts: Sequence[str | None], *, canonical_ints: bool) -> list[object]:
+    """:func:`parse_json_exact_fractions` of each text (``None`` stays ``None``), in one call of
+    the C scanner over the whole column: the texts are joined into one JSON array, so no Python
+    code runs per value but the hook of each fraction.
+
+    Each text must be exactly one JSON value, as a database prints a JSON column. With
+    ``canonical_ints`` (PostgreSQL ``jsonb``, whose numbers are ``numeric`` text: never ``-0``,
+    never an exponent) integers are read by the scanner itself; an integer too long for ``int``
+    then sends the column value by value through :func:`parse_json_exact_fractions`, as does
+    any text that is not one value.
+    """
+    joined = "[" + ",".join(map(_NULL_FOR_NONE.get, texts, texts)) + "]"  # type: ignore[arg-type]
+    decoder = _PLAIN_INT_DECODER if canonical_ints else _FRACTIONS_DECODER
+    try:
+        values = decoder.decode(joined)
+    except ValueError:
+        values = None
+    if type(values) is list and len(values) == len(texts):
+        return values
+    return [None if text is None else parse_json_exact_fractions(text) for text in texts]
 
 
 def encode_decimal(d: Decimal) -> str:

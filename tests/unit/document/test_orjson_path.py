@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fetcher.engine.document import RowBatch, _orjson_rows
-from fetcher.engine.values import ExactNumber, parse_json_exact_fractions
+from fetcher.engine.values import ExactNumber, parse_json_column, parse_json_exact_fractions
 from tests.unit.document.test_batches import _names, _reference, _text, _written
 
 # JSON documents whose numbers are written in every form a source may use; parsed with
@@ -125,3 +125,35 @@ def test_subclasses_and_other_types_are_refused() -> None:
     for value in (Text("a"), b"bytes", (1, 2)):
         batch = RowBatch(["v"], [[value]])
         assert _orjson_rows(batch) is None
+
+
+def _shape(value: object) -> object:
+    """A value with every ExactNumber as its text, so equal shapes mean equal §5.4 bytes."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    if isinstance(value, ExactNumber):
+        return ("exact", value.text)
+    return (type(value).__name__, value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.none() | _json_text, max_size=6), st.booleans())
+def test_a_column_parses_as_its_values_one_by_one(texts: list[str | None], canonical: bool) -> None:
+    if canonical:  # jsonb prints numeric text: never -0 (the caller's promise)
+        texts = [t for t in texts if t is None or "-0" not in t]
+    expected = [None if t is None else parse_json_exact_fractions(t) for t in texts]
+    assert _shape(parse_json_column(texts, canonical_ints=canonical)) == _shape(expected)
+
+
+def test_column_parse_keeps_number_texts() -> None:
+    huge = "9" * 5000
+    texts = ['{"a": -0, "b": 1.50}', None, f"[{huge}]", "2"]
+    parsed = parse_json_column(texts, canonical_ints=False)
+    assert _shape(parsed[0]) == {"a": ("exact", "-0"), "b": ("exact", "1.50")}
+    assert parsed[1] is None
+    assert _shape(parsed[2]) == [("exact", huge)]  # too long for int: value by value
+    assert parsed[3] == 2
+    jsonb = parse_json_column(['{"n": 12345678901234567890}', f"{huge}"], canonical_ints=True)
+    assert _shape(jsonb) == [{"n": ("int", 12345678901234567890)}, ("exact", huge)]

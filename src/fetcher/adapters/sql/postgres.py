@@ -65,6 +65,7 @@ from fetcher.engine.values import (
     encode_interval,
     encode_time,
     encode_value,
+    parse_json_column,
     parse_json_exact_fractions,
 )
 
@@ -190,17 +191,6 @@ class _Float8Loader(Loader):
         return encode_float(float(_text(data)))
 
 
-class _JsonLoader(Loader):
-    """json/jsonb: parsed, numbers keeping their source text (§5.3), and no ``float`` in the
-    value (fractions are ``ExactNumber``), so the §5.4 writer may encode the column in C
-    (``RowBatch.json_columns``)."""
-
-    format = Format.TEXT
-
-    def load(self, data: Buffer) -> Any:
-        return parse_json_exact_fractions(_text(data))
-
-
 class _DelegatingLoader(Loader):
     """Loads with psycopg's stock loader, then encodes; a value the stock loader or the encoder
     cannot represent (``infinity``, BC dates, years past 9999, ``24:00:00``) keeps the engine's
@@ -299,13 +289,16 @@ _C_TEXT_TYPES = ("text", "varchar", "bpchar", "name", "xml")
 #: ``_DateTimeText``).
 _C_ASCII_TYPES = ("numeric", "date", "uuid", "timestamp", "timestamptz")
 
+#: JSON read as text by the C loader and parsed a whole column at a time (``_json_column``):
+#: a Python loader per value cost more than the parse itself (issue 12).
+_C_JSON_TYPES = ("json", "jsonb")
+
 _LOADERS: dict[str | int, type[Loader]] = {
     0: TextLoader,  # types without a loader (enums, user types …): their text form
-    **dict.fromkeys(_C_TEXT_TYPES + _C_ASCII_TYPES, TextLoader),
+    **dict.fromkeys(_C_TEXT_TYPES + _C_ASCII_TYPES + _C_JSON_TYPES, TextLoader),
     '"char"': _TextLoader,
     "float4": _Float4Loader,
     "float8": _Float8Loader,
-    **dict.fromkeys(("json", "jsonb"), _JsonLoader),
     **dict.fromkeys(("time", "timetz"), _TimeLoader),
     "bytea": _ByteaLoader,
     "interval": _IntervalLoader,
@@ -325,7 +318,7 @@ class _TolerantContext:
     def __init__(self, conn: AsyncConn) -> None:
         self.connection = conn
         self.adapters = AdaptersMap(conn.adapters)
-        for name in (0, *_C_TEXT_TYPES, *_C_ASCII_TYPES):
+        for name in (0, *_C_TEXT_TYPES, *_C_ASCII_TYPES, *_C_JSON_TYPES):
             self.adapters.register_loader(name, _TextLoader)
 
 
@@ -461,16 +454,36 @@ _TIMESTAMP_ARRAY_OIDS = {
 }
 
 
+#: json/jsonb result types → whether their integers are canonical (``jsonb``: ``numeric`` text).
+_JSON_OIDS = {
+    psycopg.postgres.types[name].oid: name == "jsonb" for name in ("json", "jsonb")
+}  # fmt: skip
+_JSON_ARRAY_OIDS = frozenset(psycopg.postgres.types[name].array_oid for name in ("json", "jsonb"))
+
+
+def _json_array_element(value: Any) -> object:
+    if isinstance(value, list):
+        return [_json_array_element(item) for item in value]
+    return value if value is None else parse_json_exact_fractions(value)
+
+
+def _json_array_column(values: Sequence[Any]) -> list[object]:
+    """A column of (nested) arrays of JSON texts: each element parsed (§5.3 arrays)."""
+    return [_json_array_element(value) for value in values]
+
+
 def _column_converter(
     column: Column, type_oid: int, context: AdaptContext | None
 ) -> ColumnConverter | None:
     """How one result column is finished, chosen once per query; ``None``: values are final.
 
-    Parsed JSON (and JSON arrays) is final as loaded; timestamps are rewritten from their text;
+    JSON (and JSON arrays) is parsed from its text; timestamps are rewritten from their text;
     types the loaders above already encode are final; anything else gets ``_finish``.
     """
-    if column.family is TypeFamily.JSON or column.native_type in {"_json", "_jsonb"}:
-        return None
+    if type_oid in _JSON_OIDS:
+        return partial(parse_json_column, canonical_ints=_JSON_OIDS[type_oid])
+    if type_oid in _JSON_ARRAY_OIDS:
+        return _json_array_column
     if type_oid in _FINAL_OIDS:
         return None
     if type_oid in _TIMESTAMP_OIDS:
@@ -740,8 +753,8 @@ class PostgresConnector:
 
 
 def _json_columns(columns: Sequence[Column]) -> tuple[int, ...]:
-    """Indices of the JSON columns (and arrays of JSON): their values come from ``_JsonLoader``,
-    float-free by construction."""
+    """Indices of the JSON columns (and arrays of JSON): their values are parsed by
+    ``parse_json_column``/``parse_json_exact_fractions``, float-free by construction."""
     return tuple(
         index
         for index, column in enumerate(columns)
