@@ -149,28 +149,15 @@ def assemble_runtime(
     cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
     events = EventContext(source=settings.ce_source, exchange=settings.events_exchange)
     max_limits = DEFAULT_LIMITS.with_result_ceiling(settings.engine_max_result_bytes)
-    connections = ConnectionService(
-        store=store,
-        cipher=cipher,
-        registry=registry,
-        internal=internal,
-        embedded=settings.mode is Mode.EMBEDDED,
-        sqlite_allowed_dir=settings.sqlite_allowed_dir,
-        metadata_store_path=settings.sqlite_path,
-        ssrf_guard=settings.ssrf_guard,
-        schema_cache=SchemaCache(settings.schema_cache_ttl),
-        redactor=Redactor(secrets=settings.secrets),
-    )
-    jobs = JobService(
-        store=store,
+    connections = _connection_service(settings, store, registry, cipher, internal)
+    jobs = _job_service(
+        settings,
+        store,
         connections=connections,
-        publisher=messaging.work_publisher,
-        internal_key=settings.keys.internal_hmac,
-        work_queue=_work_queue(settings),
+        messaging=messaging,
         events=events,
-        max_limits=max_limits,
         metrics=metrics,
-        internal=internal,
+        max_limits=max_limits,
     )
     readiness: dict[str, ReadinessCheck | None] = {
         "database": store.ping,
@@ -185,13 +172,8 @@ def assemble_runtime(
             store=store,
             registry=registry,
             objects=objects,
-            source=source,
-            publisher=published,
-            republisher=messaging.work_publisher,
-            cipher=cipher,
-            events=events,
-            metrics=metrics,
-            max_limits=max_limits,
+            messages=(source, published, messaging.work_publisher),
+            shared=(cipher, events, metrics, max_limits),
         )
         worker.extraction.internal = internal
     runtime = Runtime(
@@ -207,14 +189,63 @@ def assemble_runtime(
         lifecycle=lifecycle or Lifecycle(),
     )
     if worker is not None:
-        relay, feed = worker.relay, runtime.feed
-
-        def committed() -> None:
-            relay.kick()
-            feed.notify()
-
-        worker.extraction.on_commit = committed
+        _wake_on_commit(worker, runtime.feed)
     return runtime
+
+
+def _connection_service(
+    settings: Settings,
+    store: MetadataStore,
+    registry: ConnectorRegistry,
+    cipher: CredentialCipher,
+    internal: Mapping[str, ConnectionDescriptor],
+) -> ConnectionService:
+    return ConnectionService(
+        store=store,
+        cipher=cipher,
+        registry=registry,
+        internal=internal,
+        embedded=settings.mode is Mode.EMBEDDED,
+        sqlite_allowed_dir=settings.sqlite_allowed_dir,
+        metadata_store_path=settings.sqlite_path,
+        ssrf_guard=settings.ssrf_guard,
+        schema_cache=SchemaCache(settings.schema_cache_ttl),
+        redactor=Redactor(secrets=settings.secrets),
+    )
+
+
+def _job_service(
+    settings: Settings,
+    store: MetadataStore,
+    *,
+    connections: ConnectionService,
+    messaging: Messaging,
+    events: EventContext,
+    metrics: Metrics,
+    max_limits: Limits,
+) -> JobService:
+    return JobService(
+        store=store,
+        connections=connections,
+        publisher=messaging.work_publisher,
+        internal_key=settings.keys.internal_hmac,
+        work_queue=_work_queue(settings),
+        events=events,
+        max_limits=max_limits,
+        metrics=metrics,
+        internal=connections.internal,
+    )
+
+
+def _wake_on_commit(worker: WorkerParts, feed: EventFeed) -> None:
+    """A committed terminal transition wakes the outbox relay and the feed's long-polls."""
+    relay = worker.relay
+
+    def committed() -> None:
+        relay.kick()
+        feed.notify()
+
+    worker.extraction.on_commit = committed
 
 
 def _work_queue(settings: Settings) -> str:
@@ -299,14 +330,13 @@ def _worker_parts(
     store: MetadataStore,
     registry: ConnectorRegistry,
     objects: ObjectStore,
-    source: WorkSource,
-    publisher: EventPublisher,
-    republisher: WorkPublisher,
-    cipher: CredentialCipher,
-    events: EventContext,
-    metrics: Metrics,
-    max_limits: Limits,
+    messages: tuple[WorkSource, EventPublisher, WorkPublisher],
+    shared: tuple[CredentialCipher, EventContext, Metrics, Limits],
 ) -> WorkerParts:
+    """The Worker's services. ``messages`` is (work source, event publisher, work
+    re-publisher); ``shared`` the parts the front services use too."""
+    source, publisher, republisher = messages
+    cipher, events, metrics, max_limits = shared
     relay = OutboxRelay(
         store=store,
         publisher=publisher,

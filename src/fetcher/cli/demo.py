@@ -140,7 +140,8 @@ async def _expect(call: Awaitable[httpx.Response], status: int, step: str) -> di
     if response.status_code != status:
         raise DemoFailure(f"{step}: HTTP {response.status_code} {response.text}")
     body = response.json()
-    assert isinstance(body, dict)
+    if not isinstance(body, dict):
+        raise DemoFailure(f"{step}: the response is not a JSON object")
     return body
 
 
@@ -158,10 +159,10 @@ async def _completed_event(client: httpx.AsyncClient, job_id: str) -> Mapping[st
         client.get("/v1/events", params={"type": "completed", "wait": "10"}), 200, "read events"
     )
     items = feed.get("items")
-    assert isinstance(items, list)
+    if not isinstance(items, list):
+        raise DemoFailure("read events: the feed has no items list")
     for item in items:
-        if item["data"]["job_id"] == job_id:
-            assert isinstance(item, dict)
+        if isinstance(item, dict) and item["data"]["job_id"] == job_id:
             return item
     raise DemoFailure("no job.completed event arrived in the feed")
 
@@ -173,7 +174,8 @@ def _verified_document(
     stored = (workdir / "objects" / str(job["resultPath"])).read_bytes()
     plaintext = decrypt_object(keys.storage, stored)
     digest = hmac_hex(keys.external_hmac, plaintext)
-    assert isinstance(payload, dict)
+    if not isinstance(payload, dict):
+        raise DemoFailure("the job.completed event data is not a JSON object")
     expected = {job["resultHmac"], payload["result"]["hmac"]}
     if expected != {digest}:
         raise DemoFailure("the result HMAC does not match the job and the event")
@@ -183,7 +185,8 @@ def _verified_document(
         f"HMAC-SHA256 (external key) = {digest}  ✓ matches resultHmac and result.hmac",
     )
     document = json.loads(plaintext)
-    assert isinstance(document, dict)
+    if not isinstance(document, dict):
+        raise DemoFailure("the result document is not a JSON object")
     return document
 
 

@@ -179,7 +179,8 @@ def _plan_tables(
     merged = merge_requested_tables(state.engine, discovered.default_schema, resolved)
     for key, (requested, fields) in merged.items():
         schema = find_table(state.engine, discovered, requested[0])
-        assert schema is not None  # resolved above
+        if schema is None:  # resolved above: the discovered schema does not change meanwhile
+            raise RuntimeError(f"table '{key}' was resolved but is no longer found")
         state.queries[key] = TableQuery(table=schema, columns=_project(state, schema, fields))
 
 
@@ -227,7 +228,8 @@ def _project(state: _Planning, schema: TableSchema, fields: Sequence[str]) -> tu
     columns: dict[str, Column] = {}
     for f in fields:
         column = _column(state, schema, f)
-        assert column is not None  # unknown fields were reported before projection
+        if column is None:  # unknown fields were reported before projection
+            raise RuntimeError(f"field '{f}' was checked but is no longer found")
         columns.setdefault(column.name, column)
     return tuple(columns.values())
 

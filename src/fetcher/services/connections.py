@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import TypeVar
 
 from fetcher.crypto import Redactor
 from fetcher.crypto.redact import LOG_REDACTED
@@ -80,6 +81,9 @@ _NOT_FOUND = (
     "Please review the data provided in the request."
 )
 _SQLITE = EngineType.SQLITE.value
+
+
+T = TypeVar("T")
 
 
 def not_found(entity: str) -> ApiError:
@@ -255,6 +259,14 @@ class Target:
             internal=descriptor,
         )
 
+    def origin(self) -> ConnectionDescriptor | ConnectionRecord:
+        """The internal descriptor, else the stored record (a target holds exactly one)."""
+        if self.internal is not None:
+            return self.internal
+        if self.record is None:
+            raise ValueError("a Target holds a stored record or an internal descriptor")
+        return self.record
+
 
 def _active_jobs(verb: str) -> ApiError:
     return ApiError("FET-1021", f"cannot {verb} connection with active jobs")
@@ -338,21 +350,44 @@ class ConnectionService:
 
     async def create(self, body: Mapping[str, object], product: str) -> ConnectionRecord:
         """§2.6.1 steps 3–7 (the header and body parse ran in the host)."""
-        data = validate_connection_create(
-            body,
-            embedded=self.embedded,
-            sqlite_allowed_dir=self.sqlite_allowed_dir,
-            metadata_store_path=self.metadata_store_path,
-        )
+        record = self._new_record(self._validated(body), product)
+        await self._write(self.store.insert_connection(record))
+        return record
+
+    def _validated(
+        self, body: Mapping[str, object], stored: ConnectionRecord | None = None
+    ) -> ConnectionInput:
+        """The one validation path of create (§2.6.1 steps 3-6) and PATCH (§2.6.5 steps 3 and
+        7-8): the body rules (on PATCH merged into ``stored``, then credential re-targeting,
+        step 7a), the §2.9 host-literal layer, and configNames taken by internal datasources."""
+        if stored is None:
+            data = validate_connection_create(
+                body,
+                embedded=self.embedded,
+                sqlite_allowed_dir=self.sqlite_allowed_dir,
+                metadata_store_path=self.metadata_store_path,
+            )
+        else:
+            data = validate_connection_patch(
+                _stored_input(stored),
+                body,
+                embedded=self.embedded,
+                sqlite_allowed_dir=self.sqlite_allowed_dir,
+                metadata_store_path=self.metadata_store_path,
+            )
+            _check_retarget(stored, data, body)
         self._check_host_literal(data.host)
         if data.config_name in self.internal:
             raise _name_taken()
-        record = self._new_record(data, product)
+        return data
+
+    @staticmethod
+    async def _write(write: Awaitable[T]) -> T:
+        """A store write; a configName taken meanwhile (unique index) → ``409 FET-1002``."""
         try:
-            await self.store.insert_connection(record)
+            return await write
         except ConflictError:
             raise _name_taken() from None
-        return record
 
     def _new_record(self, data: ConnectionInput, product: str) -> ConnectionRecord:
         now = self.clock.now()
@@ -412,11 +447,10 @@ class ConnectionService:
 
     async def describe(self, connection_id: str) -> dict[str, object]:
         """§2.6.4 GET: the ConnectionResponse."""
-        target = await self.resolve(connection_id)
-        if target.internal is not None:
-            return internal_response(target.internal)
-        assert target.record is not None
-        return connection_response(target.record)
+        origin = (await self.resolve(connection_id)).origin()
+        if isinstance(origin, ConnectionDescriptor):
+            return internal_response(origin)
+        return connection_response(origin)
 
     async def list_page(
         self, request: ListRequest, *, product: str | None, unassigned: bool = False
@@ -471,23 +505,9 @@ class ConnectionService:
         record = await self._mutable(connection_id)
         if await self.store.has_active_jobs(record.config_name):
             raise _active_jobs("update")
-        data = validate_connection_patch(
-            _stored_input(record),
-            body,
-            embedded=self.embedded,
-            sqlite_allowed_dir=self.sqlite_allowed_dir,
-            metadata_store_path=self.metadata_store_path,
-        )
-        _check_retarget(record, data, body)
-        self._check_host_literal(data.host)
-        if data.config_name in self.internal:
-            raise _name_taken()
+        data = self._validated(body, record)
         updated = self._merged_record(record, data, body)
-        try:
-            found = await self.store.update_connection(updated)
-        except ConflictError:
-            raise _name_taken() from None
-        if not found:
+        if not await self._write(self.store.update_connection(updated)):
             raise not_found("connection")
         self.schema_cache.invalidate(record.config_name, updated.config_name)
         return connection_response(updated)
@@ -636,13 +656,13 @@ class ConnectionService:
         Raises ``400 FET-0414`` when the guard blocks the host, :class:`ConnectFailed` for
         every connect failure that happens before dialing (a DNS failure included).
         """
-        if target.internal is not None:
-            return target.internal  # §2.9: the guard never applies to internal datasources
-        record = target.record
-        assert record is not None
+        record = target.origin()
+        if isinstance(record, ConnectionDescriptor):
+            return record  # §2.9: the guard never applies to internal datasources
         if record.type == _SQLITE and not self._sqlite_ok(record.database_name):
             raise ConnectFailed("SQLite file is not readable in the allowed directory")
-        addresses = await self._predial(record) if self.ssrf_guard and record.host else ()
+        host = record.host if self.ssrf_guard else None
+        addresses = await self._predial(host, record.port) if host else ()
         try:
             descriptor = descriptor_from_record(record, self.cipher)
         except CredentialError as exc:
@@ -652,13 +672,12 @@ class ConnectionService:
         return replace(descriptor, pinned_address=addresses[0], resolved_addresses=addresses)
 
     @staticmethod
-    async def _predial(record: ConnectionRecord) -> tuple[str, ...]:
+    async def _predial(host: str, port: int | None) -> tuple[str, ...]:
         """§2.9 pre-dial through :func:`~fetcher.services.ssrf.vet_host`: a blocked host →
         ``400 FET-0414``; a DNS failure → :class:`ConnectFailed`. Returns every vetted address,
         the one to pin first."""
-        assert record.host is not None
         try:
-            return await vet_host_addresses(record.host, record.port)
+            return await vet_host_addresses(host, port)
         except BlockedHostError:
             raise forbidden_host() from None
         except HostResolutionError as exc:

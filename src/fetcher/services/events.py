@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fetcher.crypto import SIGNATURE_VERSION, sign_message
+from fetcher.services.jsontext import compact_json
 from fetcher.services.records import EventType, OutboxEvent
 from fetcher.services.timeutil import format_ms
 
@@ -26,10 +27,6 @@ __all__ = [
 SCHEMA_VERSION = "2.0.0"
 SINGLE_TENANT = "single-tenant"
 _PROTECTION = {"encrypted": True, "applied_by": "adapter", "mode": "adapter-managed"}
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +86,9 @@ def completed_event(
         "protection": _PROTECTION,
     }
     body = (
-        f'{{"job_id":{_dumps(job_id)},"status":"completed","metadata":{metadata_json},'
-        f'"result":{_dumps(result_doc)},"execution_time_ms":{result.execution_time_ms},'
-        f'"completed_at":{_dumps(format_ms(completed_at))}}}'
+        f'{{"job_id":{compact_json(job_id)},"status":"completed","metadata":{metadata_json},'
+        f'"result":{compact_json(result_doc)},"execution_time_ms":{result.execution_time_ms},'
+        f'"completed_at":{compact_json(format_ms(completed_at))}}}'
     )
     return _event(ctx, "completed", job_id, body, completed_at)
 
@@ -105,7 +102,9 @@ def failed_event(
     if not isinstance(metadata, dict):
         metadata = {}
     metadata["error"] = {"message": error}
-    body = f'{{"job_id":{_dumps(job_id)},"status":"failed","metadata":{_dumps(metadata)}}}'
+    body = (
+        f'{{"job_id":{compact_json(job_id)},"status":"failed","metadata":{compact_json(metadata)}}}'
+    )
     return _event(ctx, "failed", job_id, body, at)
 
 

@@ -14,11 +14,11 @@ by :func:`render_page`, so the feed reproduces the event bytes exactly.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from fetcher.services.jsontext import compact_json
 from fetcher.services.ports import MetadataStore
 from fetcher.services.records import EventType, OutboxRow
 from fetcher.services.timeutil import format_ms
@@ -144,15 +144,15 @@ def _item(row: OutboxRow) -> bytes:
     tail: dict[str, object] = {"createdAt": format_ms(row.created_at)}
     if row.sent_at is not None:
         tail["publishedAt"] = format_ms(row.sent_at)
-    head_text = _dumps(head)[:-1]
-    tail_text = _dumps(tail)[1:]
+    head_text = compact_json(head)[:-1]
+    tail_text = compact_json(tail)[1:]
     return head_text.encode() + b',"data":' + bytes(row.body).strip() + b"," + tail_text.encode()
 
 
 def render_page(page: FeedPage) -> bytes:
     """The §2.12 response body: ``{"items":[…],"next":"<cursor>"}`` as UTF-8 JSON."""
     items = b",".join(_item(row) for row in page.rows)
-    return b'{"items":[' + items + b'],"next":' + _dumps(page.next).encode() + b"}"
+    return b'{"items":[' + items + b'],"next":' + compact_json(page.next).encode() + b"}"
 
 
 async def render_page_async(page: FeedPage) -> bytes:
@@ -161,7 +161,3 @@ async def render_page_async(page: FeedPage) -> bytes:
     if not page.rows:
         return render_page(page)
     return await asyncio.to_thread(render_page, page)
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

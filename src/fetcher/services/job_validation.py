@@ -9,7 +9,6 @@ filter-reference checks against a schema belong to the Worker and are not made h
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -27,6 +26,7 @@ from fetcher.services.errors import (
     missing_fields,
     unexpected_fields,
 )
+from fetcher.services.jsontext import compact_json
 
 __all__ = [
     "MAX_FIELD_NAME",
@@ -333,7 +333,5 @@ def canonical_request(
 
 def request_hash(body_parts: Mapping[str, object]) -> str:
     """§3.8: SHA-256 (lower-case hex) of the canonical object serialized with sorted keys."""
-    text = json.dumps(
-        body_parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    text = compact_json(body_parts, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

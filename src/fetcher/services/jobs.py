@@ -19,6 +19,7 @@ from fetcher.services.connections import ConnectionService, not_found
 from fetcher.services.errors import ApiError
 from fetcher.services.events import EventContext, failed_event
 from fetcher.services.job_validation import ValidatedJob, validate_job_request
+from fetcher.services.jsontext import compact_json
 from fetcher.services.log_context import bind_log_context, id_list
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import ActiveDuplicateError, MetadataStore
@@ -36,10 +37,6 @@ LIVE_TEST_CONCURRENCY = 4
 PUBLISH_FAILED = "process failed: unable to publish"
 CREATED_MESSAGE = "Job created and queued for processing"
 DUPLICATE_MESSAGE = "Duplicate request detected - returning existing job"
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def job_response(job: JobRecord) -> dict[str, object]:
@@ -190,10 +187,10 @@ class JobService:
             id=new_id(),
             status="pending",
             request_hash=job.request_hash,
-            mapped_fields_json=_dumps(job.mapped_fields),
-            metadata_json=_dumps(job.metadata),
-            filters_json=_dumps(job.raw_filters) if job.raw_filters else None,
-            limits_json=_dumps(job.raw_limits) if job.raw_limits else None,
+            mapped_fields_json=compact_json(job.mapped_fields),
+            metadata_json=compact_json(job.metadata),
+            filters_json=compact_json(job.raw_filters) if job.raw_filters else None,
+            limits_json=compact_json(job.raw_limits) if job.raw_limits else None,
             connection_ids={name: record.id for name, record in stored.items()},
             request_id=request_id,
             created_at=now,

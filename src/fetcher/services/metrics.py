@@ -44,86 +44,58 @@ class Metrics:
 
     def __post_init__(self) -> None:
         r = self.registry
-        object.__setattr__(
-            self,
-            "http_requests",
-            Counter(
+        metrics = {
+            "http_requests": Counter(
                 "fetcher_http_requests_total",
                 "HTTP requests",
                 ["method", "route", "status"],
                 registry=r,
             ),
-        )
-        object.__setattr__(
-            self,
-            "http_duration",
-            Histogram(
+            "http_duration": Histogram(
                 "fetcher_http_request_duration_seconds",
                 "HTTP request duration",
                 ["method", "route"],
                 registry=r,
             ),
-        )
-        object.__setattr__(
-            self,
-            "jobs_created",
-            Counter(
+            "jobs_created": Counter(
                 "fetcher_jobs_created_total",
                 "Jobs accepted by the Manager",
                 ["outcome"],
                 registry=r,
             ),
-        )
-        object.__setattr__(
-            self,
-            "jobs_finished",
-            Counter(
+            "jobs_finished": Counter(
                 "fetcher_jobs_finished_total",
                 "Jobs that reached a terminal status",
                 ["status"],
                 registry=r,
             ),
-        )
-        object.__setattr__(
-            self,
-            "job_duration",
-            Histogram(
+            "job_duration": Histogram(
                 "fetcher_job_duration_seconds",
                 "Job duration from claim to terminal status",
                 registry=r,
                 buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
             ),
-        )
-        object.__setattr__(
-            self,
-            "messages_rejected",
-            Counter(
+            "messages_rejected": Counter(
                 "fetcher_work_messages_rejected_total",
                 "Work messages dead-lettered",
                 ["reason"],
                 registry=r,
             ),
-        )
-        object.__setattr__(
-            self,
-            "events_published",
-            Counter("fetcher_events_published_total", "Job events published", ["type"], registry=r),
-        )
-        object.__setattr__(
-            self,
-            "outbox_pending",
-            Gauge("fetcher_outbox_pending", "Outbox rows not yet published", registry=r),
-        )
-        object.__setattr__(
-            self,
-            "readyz_up",
-            Gauge(
+            "events_published": Counter(
+                "fetcher_events_published_total", "Job events published", ["type"], registry=r
+            ),
+            "outbox_pending": Gauge(
+                "fetcher_outbox_pending", "Outbox rows not yet published", registry=r
+            ),
+            "readyz_up": Gauge(
                 "fetcher_readyz_check_up",
                 "Readiness check result (1 up, 0 down)",
                 ["check"],
                 registry=r,
             ),
-        )
+        }
+        for name, metric in metrics.items():  # frozen: the fields are set once, here
+            object.__setattr__(self, name, metric)
 
     http_requests: Counter = field(init=False)
     http_duration: Histogram = field(init=False)

@@ -144,7 +144,8 @@ class WorkHandler:
             recovered = recovered or (str(header_job).lower() if _is_uuid(header_job) else None)
             await self._fail_pending(recovered, f"invalid work message: {problem}")
             raise _Rejected("payload")
-        assert recovered is not None
+        if recovered is None:  # a valid payload always names its job
+            raise _Rejected("payload")
         return await self._claim(delivery, recovered)
 
     async def _claim(self, delivery: Delivery, job_id: str) -> str | None:

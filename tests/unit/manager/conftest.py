@@ -18,23 +18,15 @@ from fetcher.engine.testing import FakeConnector, FakeDatabase, FakeRegistry
 from fetcher.engine.types import Column, TableSchema, TypeFamily
 from fetcher.manager.app import create_app
 from fetcher.services.ports import MetadataStore
+from fetcher.services.testing import RecordingPublisher
 from fetcher.settings import Settings
 
 ENC_KEY = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
 PRODUCT = "payments"
 
 
-class FakePublisher:
-    """A WorkPublisher that records publishes and can be told to fail."""
-
-    def __init__(self) -> None:
-        self.published: list[tuple[bytes, dict[str, str | int]]] = []
-        self.fail = False
-
-    async def publish_work(self, body: bytes, headers: Mapping[str, str | int]) -> None:
-        if self.fail:
-            raise ConnectionError("broker unreachable")
-        self.published.append((body, dict(headers)))
+#: The publisher fake, under the name the Manager tests use.
+FakePublisher = RecordingPublisher
 
 
 class AutoRegistry(FakeRegistry):

@@ -9,8 +9,7 @@ failure into a connect failure without dialing, and hand the connector the vette
 
 from __future__ import annotations
 
-import socket
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.types import EngineType
 from fetcher.services import ssrf
 from fetcher.services.internal_datasources import internal_connection_id
+from fetcher.services.testing import FakeDns
 from tests.unit.manager.conftest import Harness, HarnessFactory, table
 from tests.unit.manager.test_http_rules import assert_error
 
@@ -31,20 +31,6 @@ JOB = {
     "dataRequest": {"mappedFields": {"pg_main": {"accounts": ["id"]}}},
     "metadata": {"source": "payments"},
 }
-
-
-@dataclass
-class FakeDns:
-    """A stand-in for ``resolve_host``: a fixed answer per name, or a resolver error."""
-
-    answers: dict[str, list[str]] = field(default_factory=dict)
-    calls: list[tuple[str, int | None]] = field(default_factory=list)
-
-    async def __call__(self, host: str, port: int | None) -> list[str]:
-        self.calls.append((host, port))
-        if host not in self.answers:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return list(self.answers[host])
 
 
 @pytest.fixture

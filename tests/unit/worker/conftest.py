@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from fetcher.services.jobs import JobService
 from fetcher.services.outbox import OutboxRelay
 from fetcher.services.reaper import StaleJobReaper
 from fetcher.services.records import ConnectionRecord
+from fetcher.services.testing import RecordingPublisher
 from fetcher.services.timeutil import SystemClock, new_id
 from fetcher.settings import Settings
 from fetcher.worker.handlers import WorkHandler
@@ -38,27 +39,6 @@ ACCOUNTS = TableSchema(
         Column("balance", TypeFamily.DECIMAL),
     ),
 )
-
-
-@dataclass
-class RecordingPublisher:
-    """WorkPublisher and EventPublisher for tests; ``fail`` makes the next publishes raise."""
-
-    work: list[tuple[bytes, dict[str, str | int]]] = field(default_factory=list)
-    events: list[tuple[str, bytes, dict[str, str]]] = field(default_factory=list)
-    fail: bool = False
-
-    async def publish_work(self, body: bytes, headers: Mapping[str, str | int]) -> None:
-        if self.fail:
-            raise ConnectionError("broker unreachable")
-        self.work.append((body, dict(headers)))
-
-    async def publish_event(
-        self, routing_key: str, body: bytes, headers: Mapping[str, str]
-    ) -> None:
-        if self.fail:
-            raise ConnectionError("broker unreachable")
-        self.events.append((routing_key, body, dict(headers)))
 
 
 @dataclass

@@ -9,8 +9,7 @@ guard would, or before DNS changed); the Worker then runs with the guard on.
 from __future__ import annotations
 
 import json
-import socket
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pytest
 
@@ -18,6 +17,7 @@ from fetcher.engine import ConnectionDescriptor, Engine
 from fetcher.engine.testing import FakeConnector, FakeDatabase, FakeRegistry
 from fetcher.engine.types import EngineType
 from fetcher.services import ssrf
+from fetcher.services.testing import FakeDns
 from tests.unit.worker.conftest import ACCOUNTS, World
 
 MAPPED = {"pg": {"accounts": ["id", "email"]}}
@@ -25,18 +25,6 @@ PUBLIC = "93.184.216.34"
 BLOCKED_TEXT = (
     "failed to connect to datasource 'pg': host is not a valid external database endpoint"
 )
-
-
-@dataclass
-class FakeDns:
-    answers: dict[str, list[str]] = field(default_factory=dict)
-    calls: list[str] = field(default_factory=list)
-
-    async def __call__(self, host: str, port: int | None) -> list[str]:
-        self.calls.append(host)
-        if host not in self.answers:
-            raise socket.gaierror(socket.EAI_NONAME, f"Name or service not known: {host}")
-        return list(self.answers[host])
 
 
 class RecordingRegistry(FakeRegistry):
@@ -53,7 +41,7 @@ class RecordingRegistry(FakeRegistry):
 
 @pytest.fixture
 def dns(monkeypatch: pytest.MonkeyPatch) -> FakeDns:
-    fake = FakeDns()
+    fake = FakeDns(with_port=False)
     monkeypatch.setattr(ssrf, "resolve_host", fake)
     return fake
 

@@ -25,6 +25,7 @@ from fetcher.services.records import (
     OutboxEvent,
     OutboxRow,
 )
+from fetcher.services.timeutil import format_ms, truncate_ms
 
 __all__ = [
     "CONNECTION_COLUMNS",
@@ -92,14 +93,12 @@ def utc_ms(value: datetime) -> datetime:
     """``value`` in UTC, truncated to milliseconds (Conventions). Naive values are refused."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("metadata store timestamps must be timezone-aware")
-    value = value.astimezone(UTC)
-    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+    return truncate_ms(value.astimezone(UTC))
 
 
 def ts_text(value: datetime) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ`` (Conventions); lexical order is chronological order."""
-    value = utc_ms(value)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    return format_ms(utc_ms(value))
 
 
 def parse_ts_text(value: str) -> datetime:
