@@ -22,6 +22,7 @@ from fetcher.services.connections import ListRequest
 from fetcher.services.errors import ApiError
 from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.records import EventType
+from fetcher.services.shapes import UUID_PATTERN
 
 __all__ = [
     "FeedQuery",
@@ -37,7 +38,7 @@ __all__ = [
     "request_id",
 ]
 
-_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_UUID = re.compile(UUID_PATTERN)
 _QUERY_INT = re.compile(r"[0-9]{1,9}")
 _FEED_CURSOR = re.compile(r"[0-9]{1,18}")
 _DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")

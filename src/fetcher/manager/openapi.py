@@ -1,12 +1,12 @@
 """Precise JSON Schemas for ``/openapi.json``: request bodies, path IDs, query parameters and
 the ``X-Product-Name`` header (contract §2.1, §2.4, §2.5, §2.6, §2.12, §3.1-§3.5).
 
-The routes parse their inputs themselves (§2.1 is stricter than any model), so these schemas
-are a description, written to agree with the validators in ``fetcher.services`` closely enough
-that a schema-valid request passes every rule a JSON Schema can express, and a schema-invalid
-request is rejected:
+The routes parse their inputs themselves (§2.1 is stricter than any model). Each field's schema
+is declared in :mod:`fetcher.services.shapes` next to the check it describes; this module
+assembles them into bodies and parameters, so that a schema-valid request passes every rule a
+JSON Schema can express, and a schema-invalid request is rejected:
 
-* strings that the validators trim admit surrounding whitespace (``_WS`` is exactly the set
+* strings that the validators trim admit surrounding whitespace (``WS`` is exactly the set
   ``str.strip()`` removes), and every string excludes U+0000 (a §2.1 hostile value);
 * fixed-schema objects have ``additionalProperties: false``; free-form maps (``metadata``)
   restrict their values to flat scalars; numbers stay within 19 integer digits (§2.1);
@@ -25,10 +25,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from fetcher.engine import Limits
-from fetcher.services.connection_validation import CONNECTION_TYPES, SSL_MODES
+from fetcher.services import shapes
+from fetcher.services.shapes import (
+    ANY,
+    CONNECTION_TYPES,
+    MAX_METADATA_KEY,
+    MAX_METADATA_VALUE,
+    MAX_TABLE_NAME,
+    MAX_VALIDATION_DATASOURCES,
+    MAX_VALIDATION_FIELDS,
+    MAX_VALIDATION_TABLES,
+    NO_NUL,
+    NW,
+    SCHEMA_TYPES,
+    SQLITE,
+    SSL_MODES,
+    UUID_PATTERN,
+    WS,
+    WS_CHARS,
+    Schema,
+    string,
+    trimmed,
+)
 
 __all__ = [
     "CONNECTION_ID",
@@ -45,37 +65,9 @@ __all__ = [
     "validate_schema_request_schema",
 ]
 
-Schema = dict[str, Any]
-
-#: Exactly the characters ``str.strip()`` removes (``str.isspace``), spelled out because
-#: ``\s`` differs between Python, ECMA-262 and the Rust engines that read these patterns.
-_WS_CHARS = "\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-_WS = f"[{_WS_CHARS}]"
-#: Neither whitespace nor U+0000.
-_NW = f"[^\\x00{_WS_CHARS}]"
-#: Anything but U+0000.
-_ANY = "[^\\x00]"
-_NO_NUL = f"^{_ANY}*$"
+_WS = WS  # the whitespace class, read by the agreement tests
 #: §2.1: integer literals have at most 19 digits.
 _MAX_INT = 10**19 - 1
-_UUID = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-_SQLITE = "SQLITE"
-_SCHEMA_TYPES = frozenset({"POSTGRESQL", "SQL_SERVER", "ORACLE"})
-_DB_FORBIDDEN = "?#;=/\\x00"
-
-
-def _trimmed(core: str) -> str:
-    """A pattern for a value whose trimmed text matches ``core``."""
-    return f"^{_WS}*{core}{_WS}*$"
-
-
-def _bounded_text(max_length: int) -> str:
-    """Trimmed, non-blank text of at most ``max_length`` characters after trimming."""
-    return _trimmed(f"{_NW}(?:{_ANY}{{0,{max_length - 2}}}{_NW})?")
-
-
-def _string(pattern: str, **extra: Any) -> Schema:
-    return {"type": "string", "pattern": pattern, **extra}
 
 
 _NULL: Schema = {"type": "null"}
@@ -138,7 +130,7 @@ def _optional(pattern: str) -> str:
 
 #: §2.4 after HTTP parsing: trimmed (``str.strip``), 1-100 characters of ``[A-Za-z0-9_-]``
 #: (lower-cased by the server); the characters a header value can carry around it are allowed.
-_PRODUCT = "^[ \t\x85\xa0]*[A-Za-z0-9_-]{1,100}[ \t\x85\xa0]*$"
+_PRODUCT = shapes.PRODUCT_HEADER.schema["pattern"]
 
 
 def product_header_parameter(*, required: bool) -> Schema:
@@ -154,7 +146,7 @@ def product_header_parameter(*, required: bool) -> Schema:
         "in": "header",
         "required": required,
         "description": description,
-        "schema": _string(_PRODUCT),
+        "schema": string(_PRODUCT),
     }
 
 
@@ -167,7 +159,7 @@ def _path_id(what: str) -> Schema:
             f"{what.capitalize()} ID: a canonical hyphenated UUID in any letter case. "
             f"Anything else → 400 FET-0404 `invalid {what} id`."
         ),
-        "schema": _string(_UUID),
+        "schema": string(f"^{UUID_PATTERN}$"),
     }
 
 
@@ -202,17 +194,17 @@ def list_parameters(max_limit: int) -> list[Schema]:
             "limit",
             f"Page size 1..{max_limit} (MAX_PAGINATION_LIMIT), default 10. Not an integer → "
             f"FET-0405; over {max_limit} → FET-0406.",
-            _string(_optional(int_range_pattern(1, max_limit))),
+            string(_optional(int_range_pattern(1, max_limit))),
         ),
         _query(
             "page",
             "Page number ≥ 1, default 1. `page × limit` > 2^31 → FET-0405.",
-            _string(_optional(int_range_pattern(1, 10**9 - 1))),
+            string(_optional(int_range_pattern(1, 10**9 - 1))),
         ),
         _query(
             "sortOrder",
             "`asc` or `desc` (case-insensitive) by createdAt, then id; default `desc`.",
-            _string("^(?:[Aa][Ss][Cc]|[Dd][Ee][Ss][Cc])?$"),
+            string("^(?:[Aa][Ss][Cc]|[Dd][Ee][Ss][Cc])?$"),
         ),
         _query(
             "type",
@@ -241,12 +233,12 @@ def feed_parameters() -> list[Schema]:
     """§2.12 event-feed parameters (empty values are malformed here)."""
     return [
         _query(
-            "after", "Only events after this cursor (`^[0-9]{1,18}$`).", _string("^[0-9]{1,18}$")
+            "after", "Only events after this cursor (`^[0-9]{1,18}$`).", string("^[0-9]{1,18}$")
         ),
         _query(
             "limit",
             "1..1000 (default 100); over 1000 → FET-0406.",
-            _string(int_range_pattern(1, 1000)),
+            string(int_range_pattern(1, 1000)),
         ),
         _query(
             "type", "`completed` or `failed`.", {"type": "string", "enum": ["completed", "failed"]}
@@ -254,13 +246,13 @@ def feed_parameters() -> list[Schema]:
         _query(
             "wait",
             "Long-poll: wait up to 0..30 seconds for a matching event before answering.",
-            _string(int_range_pattern(0, 30)),
+            string(int_range_pattern(0, 30)),
         ),
     ]
 
 
 #: §2.6.8 ``schemas``: 1-20 comma-separated names, each non-blank after trimming.
-_SCHEMA_NAME = f"[^,]*[^,{_WS_CHARS}][^,]*"
+_SCHEMA_NAME = f"[^,]*[^,{WS_CHARS}][^,]*"
 
 
 def schemas_parameter() -> Schema:
@@ -268,102 +260,33 @@ def schemas_parameter() -> Schema:
         "schemas",
         "Comma-separated list of 1-20 non-blank schema names (ignored for MySQL, MongoDB and "
         "SQLite). Default: the connection's `schema`, else the engine default. Else FET-0405.",
-        _string(f"^{_SCHEMA_NAME}(?:,{_SCHEMA_NAME}){{0,19}}$"),
+        string(f"^{_SCHEMA_NAME}(?:,{_SCHEMA_NAME}){{0,19}}$"),
     )
 
 
 # --- connection bodies (§2.5) -------------------------------------------------------------
 
-_CONFIG_NAME = _string(
-    _trimmed("[a-zA-Z0-9_-]{3,100}"),
-    description="3-100 characters of letters, digits, `_` and `-` (trimmed); unique (409).",
-)
-_IPV4_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
-
-
-def _ipv6() -> str:
-    """What ``ipaddress.IPv6Address`` parses, without a zone: eight groups, or fewer around one
-    ``::``, the last 32 bits optionally written as a strict IPv4 literal."""
-    group = "[0-9A-Fa-f]{1,4}"
-    ipv4 = f"{_IPV4_OCTET}(?:\\.{_IPV4_OCTET}){{3}}"
-
-    def left(count: int) -> str:
-        return f"(?:{group}:){{{count - 1}}}{group}" if count else ""
-
-    forms = [f"(?:{group}:){{7}}{group}", f"(?:{group}:){{6}}{ipv4}"]
-    for count in range(8):
-        forms.append(
-            f"{left(count)}::(?:{group}(?::{group}){{0,{6 - count}}})?"
-            if count < 7
-            else f"{left(count)}::"
-        )
-    for count in range(6):
-        forms.append(f"{left(count)}::(?:{group}:){{0,{5 - count}}}{ipv4}")
-    return "(?:" + "|".join(forms) + ")"
-
-
-_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOST: Schema = {
-    "description": (
-        "An RFC 1123 hostname (≤ 253 characters, one trailing dot allowed, last label not all "
-        "digits), an IPv4 literal, or an IPv6 literal without brackets (trimmed)."
-    ),
-    "anyOf": [
-        _string(_trimmed(f"{_IPV4_OCTET}(?:\\.{_IPV4_OCTET}){{3}}")),
-        {
-            "type": "string",
-            "maxLength": 253,
-            "pattern": _trimmed(f"{_LABEL}(?:\\.{_LABEL})*\\.?"),
-            "not": {"pattern": f"^(?:{_WS}*|.*\\.)[0-9]+\\.?{_WS}*$"},
-        },
-        _string(_trimmed(_ipv6())),
-    ],
-}
-_PORT: Schema = {"type": "integer", "minimum": 1, "maximum": 65535}
-#: Whitespace other than the space (U+0020), which a database name may contain inside.
-_WS_NOT_SPACE = _WS_CHARS.replace("\x1c-\x20", "\x1c-\x1f")
-_DB_EDGE = f"[^{_DB_FORBIDDEN}{_WS_CHARS}]"
-_DB_INNER = f"[^{_DB_FORBIDDEN}{_WS_NOT_SPACE}]"
-_DATABASE_NAME = _string(
-    _trimmed(f"{_DB_EDGE}(?:{_DB_INNER}{{0,253}}{_DB_EDGE})?"),
-    description=(
-        "≤ 255 characters (trimmed); no `?`, `#`, `;`, `=`, `/`, NUL, or whitespace other than "
-        "a space. For ORACLE a label only."
-    ),
-)
-_SQLITE_PATH = _string(
-    _trimmed(f"/{_ANY}{{0,253}}{_NW}"),
-    description=(
-        "The absolute path of a readable SQLite file inside SQLITE_ALLOWED_DIR (not the "
-        "metadata store); otherwise 400 FET-0001."
-    ),
-)
-_SCHEMA_FIELD = _nullable(
-    _string(
-        _trimmed(f"(?:{_NW}(?:{_ANY}{{0,126}}{_NW})?)?"),
-        description="≤ 128 characters (trimmed); blank means none.",
-    )
-)
-_NO_SCHEMA = _nullable(_string(f"^{_WS}*$", description="Not supported for this type."))
-_USER_NAME = _string(_bounded_text(128), description="≤ 128 characters (trimmed).")
-_PASSWORD = _string(
-    f"^{_ANY}*{_NW}{_ANY}*$",
-    minLength=1,
-    maxLength=1024,
-    description="1-1024 characters, not blank; never trimmed, never returned.",
-)
-_PEM = _string(f"^-----BEGIN{_ANY}*$", description="PEM text beginning with `-----BEGIN`.")
+_CONFIG_NAME = shapes.CONFIG_NAME.schema
+_HOST = shapes.HOST.schema
+_PORT = shapes.PORT.schema
+_DATABASE_NAME = shapes.DATABASE_NAME.schema
+SQLITE_PATH = shapes.SQLITE_PATH_SCHEMA
+_SCHEMA_FIELD = shapes.SCHEMA.schema
+_NO_SCHEMA = _nullable(string(f"^{WS}*$", description="Not supported for this type."))
+_USER_NAME = shapes.USER_NAME.schema
+_PASSWORD = shapes.PASSWORD.schema
+_PEM = shapes.pem("ca").schema
 _NO_PEM: Schema = {"enum": [None, ""]}
 _PEM_OR_NONE: Schema = {"anyOf": [_NO_PEM, _PEM]}
-_RESERVED = _string("^[A-Za-z0-9_.$-]{1,128}$")
+_RESERVED = shapes.RESERVED_VALUE.schema
 _METADATA_VALUE: Schema = {
     "type": ["string", "number", "boolean", "null"],
-    "maxLength": 2000,
-    "pattern": _NO_NUL,
+    "maxLength": MAX_METADATA_VALUE,
+    "pattern": NO_NUL,
     "minimum": -_MAX_INT,
     "maximum": _MAX_INT,
 }
-_METADATA_KEYS: Schema = {"minLength": 1, "maxLength": 100, "pattern": _NO_NUL}
+_METADATA_KEYS: Schema = {"minLength": 1, "maxLength": MAX_METADATA_KEY, "pattern": NO_NUL}
 
 
 def _metadata(*, required_source: bool = False, reserved: bool = False) -> Schema:
@@ -381,8 +304,8 @@ def _metadata(*, required_source: bool = False, reserved: bool = False) -> Schem
     if required_source:
         schema["required"] = ["source"]
         schema["properties"] = {
-            "source": _string(
-                f"^{_ANY}*{_NW}{_ANY}*$",
+            "source": string(
+                f"^{ANY}*{NW}{ANY}*$",
                 maxLength=2000,
                 description="The owning product (compared trimmed and lower-cased).",
             )
@@ -394,8 +317,8 @@ def _ssl(kind: str | None, modes: Sequence[str]) -> Schema:
     """``ssl``: ``null``/``{}`` for none, else ``mode`` (the type's §11.2 vocabulary, or ``""``)
     with optional PEM ``ca`` and ``cert``/``key`` given together."""
     vocabulary = "|".join(re.escape(m) for m in modes)
-    mode = _string(_trimmed(f"(?:{vocabulary})?" if vocabulary else ""))
-    if kind == _SQLITE:
+    mode = string(trimmed(f"(?:{vocabulary})?" if vocabulary else ""))
+    if kind == SQLITE:
         settings: Schema = {
             "type": "object",
             "additionalProperties": False,
@@ -425,11 +348,11 @@ def _create_branch(kind: str) -> Schema:
     """One ``type``'s create body (§2.5)."""
     properties: Schema = {
         "configName": _CONFIG_NAME,
-        "type": _string(_trimmed(re.escape(kind)), description=f"`{kind}`"),
+        "type": string(trimmed(re.escape(kind)), description=f"`{kind}`"),
     }
     required = ["configName", "type", "databaseName"]
-    if kind == _SQLITE:
-        properties["databaseName"] = _SQLITE_PATH
+    if kind == SQLITE:
+        properties["databaseName"] = SQLITE_PATH
         properties["ssl"] = _ssl(kind, ())
     else:
         properties |= {"host": _HOST, "port": _PORT, "databaseName": _DATABASE_NAME}
@@ -438,7 +361,7 @@ def _create_branch(kind: str) -> Schema:
         # §2.5: MONGODB userName and password are optional together.
         optional_credentials = kind == "MONGODB"
         required += ["host", "port"] + ([] if optional_credentials else ["userName", "password"])
-    properties["schema"] = _SCHEMA_FIELD if kind in _SCHEMA_TYPES else _NO_SCHEMA
+    properties["schema"] = _SCHEMA_FIELD if kind in SCHEMA_TYPES else _NO_SCHEMA
     if kind == "ORACLE":
         metadata = _metadata(reserved=True)
         metadata["required"] = ["serviceName"]
@@ -478,10 +401,12 @@ def connection_update_schema(types: Sequence[str]) -> Schema:
     """§2.6.5 PATCH body: any non-empty subset of the fields. The merged record must pass the
     create rules of its (possibly new) type, which this schema cannot see."""
     all_modes = sorted({m for kind in types if kind in SSL_MODES for m in SSL_MODES[kind]})
-    database = _string(_bounded_text(255)) if _SQLITE in types else _DATABASE_NAME
+    database = (
+        string(shapes.bounded_text(shapes.DATABASE_NAME_MAX)) if SQLITE in types else _DATABASE_NAME
+    )
     properties: Schema = {
         "configName": _CONFIG_NAME,
-        "type": _string(_trimmed("(?:" + "|".join(re.escape(t) for t in types) + ")")),
+        "type": string(trimmed("(?:" + "|".join(re.escape(t) for t in types) + ")")),
         "host": _HOST,
         "port": _PORT,
         "databaseName": database,
@@ -510,7 +435,7 @@ def connection_update_schema(types: Sequence[str]) -> Schema:
 # --- job and validate-schema bodies (§2.6.9, §3.1-§3.5) -----------------------------------
 
 #: §3.2 names: non-blank, no leading or trailing whitespace.
-_NAME = f"^{_NW}(?:{_ANY}*{_NW})?$"
+_NAME = f"^{NW}(?:{ANY}*{NW})?$"
 _WILDCARD_ALONE: Schema = {
     "anyOf": [
         {"const": ["*"]},
@@ -520,11 +445,11 @@ _WILDCARD_ALONE: Schema = {
 
 
 def _mapped_fields(*, max_ds: int, max_tables: int, max_fields: int, limit_names: bool) -> Schema:
-    bound: Schema = {"maxLength": 256} if limit_names else {}
+    bound: Schema = {"maxLength": MAX_TABLE_NAME} if limit_names else {}
     fields: Schema = {
         "type": "array",
         "maxItems": max_fields,
-        "items": _string(_NAME, **bound),
+        "items": string(_NAME, **bound),
         **_WILDCARD_ALONE,
     }
     tables: Schema = {
@@ -558,7 +483,10 @@ def validate_schema_request_schema() -> Schema:
         "required": ["mappedFields"],
         "properties": {
             "mappedFields": _mapped_fields(
-                max_ds=10, max_tables=20, max_fields=50, limit_names=False
+                max_ds=MAX_VALIDATION_DATASOURCES,
+                max_tables=MAX_VALIDATION_TABLES,
+                max_fields=MAX_VALIDATION_FIELDS,
+                limit_names=False,
             )
         },
     }
@@ -566,7 +494,7 @@ def validate_schema_request_schema() -> Schema:
 
 _SCALAR: Schema = {
     "type": ["string", "number", "boolean", "null"],
-    "pattern": _NO_NUL,
+    "pattern": NO_NUL,
     "minimum": -_MAX_INT,
     "maximum": _MAX_INT,
 }
@@ -595,7 +523,7 @@ def _operators() -> Schema:
                 "type": "array",
                 "minItems": 1,
                 "maxItems": 1,
-                "items": {"type": "string", "maxLength": 256, "pattern": _NO_NUL},
+                "items": {"type": "string", "maxLength": 256, "pattern": NO_NUL},
             },
         },
     }
@@ -663,7 +591,7 @@ def job_request_schema(max_limits: Limits) -> Schema:
 
 def request_components(*, sqlite: bool, max_limits: Limits) -> dict[str, Schema]:
     """``components.schemas`` entries for the request bodies of this deployment."""
-    types = [t for t in CONNECTION_TYPES if sqlite or t != _SQLITE]
+    types = [t for t in CONNECTION_TYPES if sqlite or t != SQLITE]
     return {
         "ConnectionCreate": connection_create_schema(types),
         "ConnectionUpdate": connection_update_schema(types),

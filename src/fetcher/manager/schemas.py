@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fetcher.services.shapes import ConnectionType
+
 __all__ = [
     "ConnectionPage",
     "ConnectionResponse",
@@ -31,7 +33,6 @@ __all__ = [
     "parameter",
 ]
 
-ConnectionType = Literal["POSTGRESQL", "MYSQL", "SQL_SERVER", "ORACLE", "MONGODB", "SQLITE"]
 MetadataValue = str | int | float | bool | None
 
 

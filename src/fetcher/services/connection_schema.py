@@ -34,11 +34,13 @@ from fetcher.services.errors import (
     missing_fields,
     unexpected_fields,
 )
+from fetcher.services.shapes import (
+    MAX_VALIDATION_DATASOURCES,
+    MAX_VALIDATION_FIELDS,
+    MAX_VALIDATION_TABLES,
+)
 
 __all__ = [
-    "MAX_VALIDATION_DATASOURCES",
-    "MAX_VALIDATION_FIELDS",
-    "MAX_VALIDATION_TABLES",
     "VALIDATION_FAILED_MESSAGE",
     "VALIDATION_SUCCESS",
     "ValidationTables",
@@ -50,9 +52,6 @@ __all__ = [
     "schema_scope",
 ]
 
-MAX_VALIDATION_DATASOURCES = 10
-MAX_VALIDATION_TABLES = 20
-MAX_VALIDATION_FIELDS = 50
 MAX_SCHEMAS_PARAM = 20
 VALIDATION_FAILED_MESSAGE = "Schema validation found inconsistencies."
 VALIDATION_SUCCESS: Mapping[str, str] = {

@@ -21,9 +21,7 @@ The SQLITE location rule (§2.5.1) is the one check here that touches the file s
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import re
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,65 +37,49 @@ from fetcher.services.errors import (
     unexpected_fields,
 )
 from fetcher.services.job_validation import MetadataProblem, metadata_error, metadata_problems
+from fetcher.services.shapes import (
+    CONFIG_NAME,
+    CONNECTION_FIELDS,
+    CONNECTION_TYPES,
+    HOST,
+    MONGODB,
+    PASSWORD,
+    PORT,
+    PRODUCT_HEADER,
+    RESERVED_METADATA,
+    RESERVED_VALUE,
+    SCHEMA,
+    SCHEMA_TYPES,
+    SQLITE,
+    SSL_FIELDS,
+    SSL_MODES,
+    USER_NAME,
+    Invalid,
+    database_name_chars,
+    database_name_text,
+    pem,
+)
 
 __all__ = [
-    "CONNECTION_FIELDS",
-    "CONNECTION_TYPES",
     "SQLITE_LOCATION_MESSAGE",
-    "SSL_FIELDS",
-    "SSL_MODES",
     "ConnectionInput",
     "SslInput",
     "check_connection_fields",
-    "is_valid_host",
     "sqlite_location_ok",
     "validate_connection_create",
     "validate_connection_patch",
     "validate_product_header",
 ]
 
-#: §2.5 connection types, in the order of the ``type`` message.
-CONNECTION_TYPES = ("POSTGRESQL", "MYSQL", "SQL_SERVER", "ORACLE", "MONGODB", "SQLITE")
-#: §11.2 TLS vocabularies (table order). ``""`` or absent selects the engine's off row.
-SSL_MODES: Mapping[str, tuple[str, ...]] = {
-    "POSTGRESQL": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
-    "MYSQL": ("false", "true", "skip-verify", "preferred"),
-    "SQL_SERVER": ("disable", "false", "true", "strict"),
-    "ORACLE": ("disable", "false", "true", "enable", "verify", "skip-verify"),
-    "MONGODB": ("disable", "false", "true", "enable", "insecure"),
-}
-#: §2.5 input fields, in table order.
-CONNECTION_FIELDS = (
-    "configName",
-    "type",
-    "host",
-    "port",
-    "databaseName",
-    "schema",
-    "userName",
-    "password",
-    "ssl",
-    "metadata",
-)
-SSL_FIELDS = ("mode", "ca", "cert", "key")
 #: §2.5.1 (exact).
 SQLITE_LOCATION_MESSAGE = "databaseName must be a readable SQLite file in the allowed directory"
 
-_SQLITE = "SQLITE"
-_MONGODB = "MONGODB"
 #: §2.5: on MONGODB, ``userName`` and ``password`` are optional together.
 _CREDENTIALS = ("userName", "password")
 _SQLITE_ONLY_ABSENT = ("host", "port", "userName", "password")
 _NULLABLE = frozenset({"schema", "ssl", "metadata"})
-_SCHEMA_TYPES = frozenset({"POSTGRESQL", "SQL_SERVER", "ORACLE"})
-_RESERVED_METADATA = ("serviceName", "authSource")
-_CONFIG_NAME = re.compile(r"[a-zA-Z0-9_-]+")
-_RESERVED_VALUE = re.compile(r"[A-Za-z0-9_.$-]{1,128}")
-_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
-_PRODUCT = re.compile(r"[a-z0-9_-]+")
-_DB_NAME_FORBIDDEN = frozenset("?#;=/\x00")
 _SQLITE_HEADER = b"SQLite format 3\x00"
-_PEM_PREFIX = "-----BEGIN"
+_PEM_FIELDS = {name: pem(name) for name in ("ca", "cert", "key")}
 
 T = TypeVar("T")
 
@@ -143,14 +125,6 @@ class _Context:
 
     def was_sent(self, name: str) -> bool:
         return self.sent is None or name in self.sent
-
-
-class _Invalid(Exception):
-    """One invalid value; ``message`` goes into ``fields``."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class _KeptSecret:
@@ -218,32 +192,10 @@ def validate_product_header(value: str | None, *, required: bool) -> str | None:
         if value is None:
             return None
         raise invalid_header("X-Product-Name header must not be empty or whitespace-only")
-    normalized = value.strip().lower()
-    if len(normalized) > 100:
-        raise invalid_header("X-Product-Name must not exceed 100 characters")
-    if _PRODUCT.fullmatch(normalized) is None:
-        raise invalid_header(
-            "X-Product-Name can only contain alphanumeric characters, underscores, and hyphens"
-        )
-    return normalized
-
-
-def is_valid_host(host: str) -> bool:
-    """§2.5 ``host``: an RFC 1123 name (one trailing dot allowed), IPv4, or bracket-less IPv6.
-
-    A name whose last label is all digits is rejected: resolvers read such text as an IPv4
-    address in a legacy form (``127.1``, ``2130706433``), which is not a valid literal.
-    """
-    if not host or len(host) > 253:
-        return False
-    if ":" in host:
-        return "%" not in host and _parses(ipaddress.IPv6Address, host)
-    if _parses(ipaddress.IPv4Address, host):
-        return True
-    labels = (host[:-1] if host.endswith(".") else host).split(".")
-    if not all(_HOST_LABEL.fullmatch(label) for label in labels):
-        return False
-    return not labels[-1].isdigit()
+    try:
+        return PRODUCT_HEADER.check(value)
+    except Invalid as exc:
+        raise invalid_header(exc.message) from None
 
 
 def sqlite_location_ok(
@@ -296,9 +248,9 @@ def _stored_values(stored: ConnectionInput) -> dict[str, object]:
 def _password_stored(stored: ConnectionInput) -> bool:
     """Whether the stored record holds a password: every type but SQLITE, except a MONGODB
     connection stored without credentials (no ``userName``; the two go together, §2.5)."""
-    if stored.type == _SQLITE:
+    if stored.type == SQLITE:
         return False
-    return not (stored.type == _MONGODB and stored.user_name is None)
+    return not (stored.type == MONGODB and stored.user_name is None)
 
 
 def _merge(
@@ -308,7 +260,7 @@ def _merge(
     values = _stored_values(stored)
     null_errors: dict[str, str] = {}
     for name, value in body.items():
-        if value is None and name in _CREDENTIALS and _merged_type(stored, body) == _MONGODB:
+        if value is None and name in _CREDENTIALS and _merged_type(stored, body) == MONGODB:
             values.pop(name, None)  # §2.5: removed; the pair rule of ``_missing`` applies
         elif value is None and name not in _NULLABLE:
             null_errors[name] = f"{name} cannot be null"
@@ -317,7 +269,7 @@ def _merge(
         else:
             values[name] = value
     new_type = body.get("type")
-    if isinstance(new_type, str) and new_type.strip() == _SQLITE and stored.type != _SQLITE:
+    if isinstance(new_type, str) and new_type.strip() == SQLITE and stored.type != SQLITE:
         for name in _SQLITE_ONLY_ABSENT:
             if name not in body:
                 values.pop(name, None)
@@ -357,10 +309,10 @@ def _missing(values: Mapping[str, object], ctx: _Context) -> list[str]:
     """
     kind = _raw_type(values)
     required = ["configName", "type", "host", "port", "databaseName", "userName", "password"]
-    if kind == _SQLITE:
+    if kind == SQLITE:
         required = [name for name in required if name not in _SQLITE_ONLY_ABSENT]
     absent = [name for name in _CREDENTIALS if values.get(name) is None]
-    if kind == _MONGODB:
+    if kind == MONGODB:
         # §2.5: both absent → no authentication; exactly one → the other is missing, even
         # when a PATCH cleared it with null.
         required = [name for name in required if name not in _CREDENTIALS]
@@ -369,7 +321,7 @@ def _missing(values: Mapping[str, object], ctx: _Context) -> list[str]:
         for name in required
         if not (ctx.sent is not None and name in ctx.sent) and _is_blank(values.get(name))
     ]
-    if kind == _MONGODB and len(absent) == 1:
+    if kind == MONGODB and len(absent) == 1:
         missing.append(absent[0])
     ssl = values.get("ssl")
     if isinstance(ssl, dict) and ssl and ssl.get("mode") is None:
@@ -405,12 +357,12 @@ class _Checker:
             return None
         try:
             return rule(value)
-        except _Invalid as exc:
+        except Invalid as exc:
             self.errors[path] = exc.message
             return None
 
     def run(self) -> ConnectionInput:
-        config_name = self.check("configName", _config_name, self.values.get("configName"))
+        config_name = self.check("configName", CONFIG_NAME.check, self.values.get("configName"))
         kind = self.check("type", self._type, self.values.get("type"))
         database = self.check("databaseName", self._database(kind), self.values.get("databaseName"))
         credentials = self._credentials(kind)
@@ -455,55 +407,51 @@ class _Checker:
     def _type(self, value: object) -> str:
         text = value.strip() if isinstance(value, str) else None
         if text is None or text not in CONNECTION_TYPES:
-            raise _Invalid(f"type must be one of [{' '.join(CONNECTION_TYPES)}]")
-        if text == _SQLITE and not self.ctx.embedded:
-            raise _Invalid("SQLITE connections are only supported in embedded mode")
-        if text == _SQLITE and not self.ctx.sqlite_allowed_dir:
-            raise _Invalid("SQLITE connections are disabled")
+            raise Invalid(f"type must be one of [{' '.join(CONNECTION_TYPES)}]")
+        if text == SQLITE and not self.ctx.embedded:
+            raise Invalid("SQLITE connections are only supported in embedded mode")
+        if text == SQLITE and not self.ctx.sqlite_allowed_dir:
+            raise Invalid("SQLITE connections are disabled")
         return text
 
     def _credentials(
         self, kind: str | None
     ) -> tuple[str | None, int | None, str | None, str | None]:
         """``host``, ``port``, ``userName`` and ``password``; none of them for SQLITE."""
-        if kind is None and _raw_type(self.values) == _SQLITE:
+        if kind is None and _raw_type(self.values) == SQLITE:
             return None, None, None, None  # SQLITE refused: the ``type`` error says it all
-        if kind == _SQLITE:
+        if kind == SQLITE:
             for name in _SQLITE_ONLY_ABSENT:
                 if name in self.values and self.ctx.was_sent(name):
                     self.errors.setdefault(name, f"{name} is not supported for type SQLITE")
             return None, None, None, None
-        host = self.check("host", _host, self.values.get("host"))
-        port = self.check("port", _port, self.values.get("port"))
-        if kind == _MONGODB and all(self.values.get(n) is None for n in _CREDENTIALS):
+        host = self.check("host", HOST.check, self.values.get("host"))
+        port = self.check("port", PORT.check, self.values.get("port"))
+        if kind == MONGODB and all(self.values.get(n) is None for n in _CREDENTIALS):
             return host, port, None, None  # §2.5: a MONGODB connection without credentials
-        user_name = self.check("userName", _user_name, self.values.get("userName"))
+        user_name = self.check("userName", USER_NAME.check, self.values.get("userName"))
         password = self.check("password", _password, self.values.get("password"))
         return host, port, user_name, password
 
     def _database(self, kind: str | None) -> Callable[[object], str]:
         def rule(value: object) -> str:
-            text = _required_string("databaseName", value)
-            if len(text) > 255:
-                raise _Invalid("databaseName must not exceed 255 characters")
-            if kind == _SQLITE:
+            text = database_name_text(value)
+            if kind == SQLITE:
                 return self._sqlite_database(text)
-            if _raw_type(self.values) == _SQLITE:  # SQLITE refused: no path rule to apply
+            if _raw_type(self.values) == SQLITE:  # SQLITE refused: no path rule to apply
                 return text
-            if any(c in _DB_NAME_FORBIDDEN or (c.isspace() and c != " ") for c in text):
-                raise _Invalid("databaseName contains invalid characters")
-            return text
+            return database_name_chars(text)
 
         return rule
 
     def _sqlite_database(self, path: str) -> str:
         if "\x00" in path:
-            raise _Invalid("databaseName contains invalid characters")
+            raise Invalid("databaseName contains invalid characters")
         allowed = self.ctx.sqlite_allowed_dir
         if allowed is None or not sqlite_location_ok(
             path, allowed_dir=allowed, metadata_store_path=self.ctx.metadata_store_path
         ):
-            raise _Invalid(SQLITE_LOCATION_MESSAGE)
+            raise Invalid(SQLITE_LOCATION_MESSAGE)
         return path
 
     # -- ssl ------------------------------------------------------------------------------
@@ -515,11 +463,11 @@ class _Checker:
             elif value is None or value == {}:
                 return None
             elif not isinstance(value, dict):
-                raise _Invalid("ssl must be an object")
+                raise Invalid("ssl must be an object")
             else:
                 parsed = self._ssl_object(value)
-            if parsed is not None and kind == _SQLITE:
-                raise _Invalid("ssl is not supported for type SQLITE")
+            if parsed is not None and kind == SQLITE:
+                raise Invalid("ssl is not supported for type SQLITE")
             if parsed is not None and kind is not None and kind in SSL_MODES:
                 self._check_ssl_mode(kind, parsed.mode)
             return parsed
@@ -528,20 +476,20 @@ class _Checker:
 
     def _ssl_object(self, value: Mapping[str, object]) -> SslInput | None:
         mode = self.check("ssl.mode", _ssl_mode_text, value.get("mode"))
-        pem = {
-            name: self.check(f"ssl.{name}", _pem(name), value.get(name))
-            for name in ("ca", "cert", "key")
+        texts = {
+            name: self.check(f"ssl.{name}", rule.check, value.get(name))
+            for name, rule in _PEM_FIELDS.items()
         }
-        if (pem["cert"] is None) != (pem["key"] is None) and not any(
+        if (texts["cert"] is None) != (texts["key"] is None) and not any(
             f"ssl.{n}" in self.errors for n in ("cert", "key")
         ):
-            absent = "ssl.key" if pem["key"] is None else "ssl.cert"
+            absent = "ssl.key" if texts["key"] is None else "ssl.cert"
             self.errors[absent] = "ssl.cert and ssl.key must be provided together"
         if mode is None:
             return None
-        if mode == "" and not any(pem.values()):
+        if mode == "" and not any(texts.values()):
             return None  # {"mode": ""} alone is stored as absent
-        return SslInput(mode=mode, ca=pem["ca"], cert=pem["cert"], key=pem["key"])
+        return SslInput(mode=mode, ca=texts["ca"], cert=texts["cert"], key=texts["key"])
 
     def _check_ssl_mode(self, kind: str, mode: str) -> None:
         vocabulary = SSL_MODES[kind]
@@ -554,98 +502,32 @@ class _Checker:
         if value is None:
             return None
         if not isinstance(value, dict):
-            raise _Invalid("metadata must be an object")
+            raise Invalid("metadata must be an object")
         self.metadata_issues = metadata_problems(value)
-        for key in _RESERVED_METADATA:
+        for key in RESERVED_METADATA:
             item = value.get(key)
             if item is None or isinstance(item, dict | list):
                 continue
-            if not isinstance(item, str) or _RESERVED_VALUE.fullmatch(item) is None:
-                self.errors[f"metadata.{key}"] = f"metadata.{key} contains invalid characters"
+            try:
+                RESERVED_VALUE.check(item)
+            except Invalid as exc:
+                self.errors[f"metadata.{key}"] = f"metadata.{key} {exc.message}"
         return value
 
 
-# --- field rules --------------------------------------------------------------------------
-
-
-def _parses(kind: Callable[[str], object], text: str) -> bool:
-    try:
-        kind(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _required_string(name: str, value: object) -> str:
-    """A trimmed, non-blank string (a blank value here was *sent* blank on PATCH)."""
-    if not isinstance(value, str):
-        raise _Invalid(f"{name} must be a string")
-    text = value.strip()
-    if not text:
-        raise _Invalid(f"{name} must not be blank")
-    return text
-
-
-def _config_name(value: object) -> str:
-    if not isinstance(value, str):
-        raise _Invalid("configName must be a string")
-    text = value.strip()
-    if not 3 <= len(text) <= 100:
-        raise _Invalid("configName must be between 3 and 100 characters")
-    if _CONFIG_NAME.fullmatch(text) is None:
-        raise _Invalid(
-            "configName can only contain alphanumeric characters, underscores, and hyphens"
-        )
-    return text
-
-
-def _host(value: object) -> str:
-    if not isinstance(value, str) or not is_valid_host(value.strip()):
-        raise _Invalid("host must be a valid hostname or IP address")
-    return value.strip()
-
-
-def _port(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _Invalid("port must be an integer")
-    if not 1 <= value <= 65535:
-        raise _Invalid("port must be between 1 and 65535")
-    return value
-
-
-def _user_name(value: object) -> str:
-    text = _required_string("userName", value)
-    if len(text) > 128:
-        raise _Invalid("userName must not exceed 128 characters")
-    return text
+# --- field rules (declared in fetcher.services.shapes) ------------------------------------
 
 
 def _password(value: object) -> str | None:
-    """Never trimmed; a kept stored password is not re-validated."""
-    if isinstance(value, _KeptSecret):
-        return None
-    if not isinstance(value, str):
-        raise _Invalid("password must be a string")
-    if not value.strip():
-        raise _Invalid("password must not be blank")
-    if not 1 <= len(value) <= 1024:
-        raise _Invalid("password must be between 1 and 1024 characters")
-    return value
+    """A kept stored password is not re-validated."""
+    return None if isinstance(value, _KeptSecret) else PASSWORD.check(value)
 
 
 def _schema(kind: str | None) -> Callable[[object], str | None]:
     def rule(value: object) -> str | None:
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise _Invalid("schema must be a string")
-        text = value.strip()
-        if not text:
-            return None
-        if len(text) > 128:
-            raise _Invalid("schema must not exceed 128 characters")
-        if kind is not None and kind not in _SCHEMA_TYPES:
-            raise _Invalid(f"schema is not supported for type {kind}")
+        text = SCHEMA.check(value)
+        if text is not None and kind is not None and kind not in SCHEMA_TYPES:
+            raise Invalid(f"schema is not supported for type {kind}")
         return text
 
     return rule
@@ -653,21 +535,8 @@ def _schema(kind: str | None) -> Callable[[object], str | None]:
 
 def _ssl_mode_text(value: object) -> str:
     if not isinstance(value, str):
-        raise _Invalid("ssl.mode must be a string")
+        raise Invalid("ssl.mode must be a string")
     return value.strip()
-
-
-def _pem(name: str) -> Callable[[object], str | None]:
-    def rule(value: object) -> str | None:
-        if value is None or value == "":
-            return None
-        if not isinstance(value, str):
-            raise _Invalid(f"ssl.{name} must be a string")
-        if not value.startswith(_PEM_PREFIX):
-            raise _Invalid(f"ssl.{name} must be PEM text beginning with {_PEM_PREFIX}")
-        return value
-
-    return rule
 
 
 def _is_metadata_store(info: os.stat_result, metadata_store_path: str | None) -> bool:

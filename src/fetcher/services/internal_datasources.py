@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.model import TlsSettings
 from fetcher.engine.types import EngineType
-from fetcher.services.connection_validation import SSL_MODES, is_valid_host
+from fetcher.services.shapes import SSL_MODES, is_valid_host
 
 __all__ = [
     "INTERNAL_NAMESPACE",

@@ -27,10 +27,14 @@ from fetcher.services.errors import (
     unexpected_fields,
 )
 from fetcher.services.jsontext import compact_json
+from fetcher.services.shapes import (
+    MAX_FIELD_NAME,
+    MAX_METADATA_KEY,
+    MAX_METADATA_VALUE,
+    MAX_TABLE_NAME,
+)
 
 __all__ = [
-    "MAX_FIELD_NAME",
-    "MAX_TABLE_NAME",
     "MappedFields",
     "MetadataProblem",
     "ValidatedJob",
@@ -40,13 +44,6 @@ __all__ = [
     "request_hash",
     "validate_job_request",
 ]
-
-#: §3.2: table keys and field entries are at most 256 characters.
-MAX_TABLE_NAME = 256
-MAX_FIELD_NAME = 256
-#: §2.5 metadata: keys 1-100 characters, string values ≤ 2,000 characters.
-MAX_METADATA_KEY = 100
-MAX_METADATA_VALUE = 2000
 
 #: ``{configName: {table: [field, …]}}`` as submitted.
 MappedFields = Mapping[str, Mapping[str, list[str]]]
@@ -275,7 +272,9 @@ def metadata_problems(metadata: Mapping[str, object]) -> list[MetadataProblem]:
         path = f"metadata.{key}"
         if not 1 <= len(key) <= MAX_METADATA_KEY:
             problems.append(
-                MetadataProblem("FET-0412", path, "metadata key must be 1 to 100 characters")
+                MetadataProblem(
+                    "FET-0412", path, f"metadata key must be 1 to {MAX_METADATA_KEY} characters"
+                )
             )
         elif isinstance(value, dict | list):
             problems.append(
@@ -285,7 +284,11 @@ def metadata_problems(metadata: Mapping[str, object]) -> list[MetadataProblem]:
             )
         elif isinstance(value, str) and len(value) > MAX_METADATA_VALUE:
             problems.append(
-                MetadataProblem("FET-0411", path, "metadata value must not exceed 2000 characters")
+                MetadataProblem(
+                    "FET-0411",
+                    path,
+                    f"metadata value must not exceed {MAX_METADATA_VALUE} characters",
+                )
             )
     return problems
 

@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from fetcher.engine import DEFAULT_LIMITS
 from fetcher.manager import openapi
 from fetcher.services.connection_validation import (
-    is_valid_host,
     validate_connection_create,
     validate_product_header,
 )
 from fetcher.services.errors import ApiError
+from fetcher.services.shapes import is_valid_host
 from tests.unit.manager.conftest import Harness, HarnessFactory
 
 C = "/v1/management/connections"

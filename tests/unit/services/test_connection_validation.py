@@ -13,15 +13,14 @@ import pytest
 from fetcher.manager.errors import title_for
 from fetcher.services.connection_validation import (
     SQLITE_LOCATION_MESSAGE,
-    SSL_MODES,
     ConnectionInput,
     SslInput,
-    is_valid_host,
     sqlite_location_ok,
     validate_connection_create,
     validate_connection_patch,
 )
 from fetcher.services.errors import BAD_REQUEST_MESSAGE, MISSING_FIELDS_MESSAGE, ApiError
+from fetcher.services.shapes import SSL_MODES, is_valid_host
 
 SERVER: dict[str, Any] = {
     "embedded": False,
