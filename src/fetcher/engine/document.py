@@ -43,7 +43,7 @@ from _json import make_encoder as _c_make_encoder
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from functools import lru_cache, partial
-from itertools import chain
+from itertools import chain, repeat
 from operator import is_not, itemgetter
 from typing import Final, overload
 
@@ -243,6 +243,18 @@ def encode_row(row: Row, depth: int) -> str:
     return "".join(out)
 
 
+def _logical(value: object) -> object:
+    """A JSON column value with each ``orjson.Fragment`` (a fraction's source text) as the
+    :class:`ExactNumber` it stands for."""
+    if type(value) is orjson.Fragment:
+        return ExactNumber(orjson.dumps(value).decode())
+    if type(value) is dict:
+        return {key: _logical(member) for key, member in value.items()}
+    if type(value) is list:
+        return [_logical(item) for item in value]
+    return value
+
+
 class RowBatch(Sequence[Row]):
     """Rows of one table held column by column, with the column names.
 
@@ -255,6 +267,9 @@ class RowBatch(Sequence[Row]):
     ``float`` (``dict``/``list``/``str``/``int``/``bool``/``None``/:class:`ExactNumber`, as
     :func:`~fetcher.engine.values.parse_json_exact_fractions` returns): their nested values may
     go through the C encoder (:func:`_orjson_rows`), whose float text differs from §5.4's.
+    Their fractions may also be ``orjson.Fragment`` of the source text
+    (:func:`~fetcher.engine.values.parse_json_column` with ``fragments``): rows read from the
+    batch (``batch[i]``, iteration) hold :class:`ExactNumber` in their place.
     """
 
     __slots__ = ("_columns", "_json_columns", "_length", "_names")
@@ -306,11 +321,16 @@ class RowBatch(Sequence[Row]):
             return RowBatch(self._names, columns, json_columns=self._json_columns)
         if not -self._length <= index < self._length:
             raise IndexError("row index out of range")
-        return dict(zip(self._names, [column[index] for column in self._columns], strict=True))
+        values = [_logical(column[index]) for column in self._columns]
+        return dict(zip(self._names, values, strict=True))
 
     def __iter__(self) -> Iterator[Row]:
         names = self._names
-        for values in zip(*self._columns, strict=True):
+        columns = [
+            list(map(_logical, column)) if index in self._json_columns else column
+            for index, column in enumerate(self._columns)
+        ]
+        for values in zip(*columns, strict=True):
             yield dict(zip(names, values, strict=True))
 
     def __repr__(self) -> str:
@@ -496,7 +516,7 @@ _ORJSON_OPTIONS: Final = (
 #: (only ``"``, ``\\`` and controls, ``\\u00xx`` lower-case), integers are plain decimals (beyond
 #: 64 bits it refuses), and :class:`ExactNumber` goes through :func:`_orjson_default`.
 _ORJSON_SCALARS: Final = frozenset({str, int, bool, _NONE_TYPE, ExactNumber})
-_ORJSON_NESTED: Final = _ORJSON_SCALARS | {dict, list}
+_ORJSON_NESTED: Final = _ORJSON_SCALARS | {dict, list, orjson.Fragment}
 #: orjson indents a list's rows by one level; at :data:`ROW_DEPTH` every newline (orjson writes
 #: raw newlines only as layout: strings escape them) needs two levels more.
 _ORJSON_REINDENT: Final = b"\n" + (_INDENT * (ROW_DEPTH - 1)).encode()
@@ -538,8 +558,8 @@ def _orjson_rows(batch: RowBatch) -> bytes | None:
         if ready is None:
             return None
         columns.append(ready)
-    names = batch.names
-    rows = [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+    # dict rows built by C iteration only (no bytecode per row)
+    rows = list(map(dict, map(zip, repeat(batch.names), zip(*columns, strict=True))))
     try:
         data = orjson.dumps(rows, default=_orjson_default, option=_ORJSON_OPTIONS)
     except orjson.JSONEncodeError:  # a surrogate, an integer beyond 64 bits, a refused type

@@ -24,6 +24,8 @@ from decimal import Decimal
 from typing import Any, Final
 from uuid import UUID
 
+import orjson
+
 __all__ = [
     "ExactNumber",
     "encode_bytes",
@@ -159,29 +161,45 @@ _FRACTIONS_DECODER = json.JSONDecoder(
     parse_int=_exact_int,
     parse_constant=_non_finite_constant,
 )
-#: For texts whose integers never need their own text kept: the C scanner's own ``int``.
-_PLAIN_INT_DECODER = json.JSONDecoder(
-    parse_float=_exact_fraction,
-    parse_constant=_non_finite_constant,
-)
 _NULL_FOR_NONE: Final[dict[object, str]] = {None: "null"}
 
 
-def parse_json_column(texts: Sequence[str | None], *, canonical_ints: bool) -> list[object]:
+def _column_decoder(*, canonical_ints: bool, fragments: bool) -> json.JSONDecoder:
+    """The decoder of :func:`parse_json_column`: integers by the C scanner itself when their
+    text is canonical; fractions as ``orjson.Fragment`` (a C call, not a Python hook) or
+    :class:`ExactNumber`."""
+    return json.JSONDecoder(
+        parse_float=orjson.Fragment if fragments else _exact_fraction,
+        parse_int=None if canonical_ints else _exact_int,
+        parse_constant=_non_finite_constant,
+    )
+
+
+_COLUMN_DECODERS: Final = {
+    (ints, fragments): _column_decoder(canonical_ints=ints, fragments=fragments)
+    for ints in (False, True)
+    for fragments in (False, True)
+}
+
+
+def parse_json_column(
+    texts: Sequence[str | None], *, canonical_ints: bool, fragments: bool = False
+) -> list[object]:
     """:func:`parse_json_exact_fractions` of each text (``None`` stays ``None``), in one call of
     the C scanner over the whole column: the texts are joined into one JSON array, so no Python
-    code runs per value but the hook of each fraction.
+    code runs per value (but the hook of each fraction, unless ``fragments``).
 
     Each text must be exactly one JSON value, as a database prints a JSON column. With
     ``canonical_ints`` (PostgreSQL ``jsonb``, whose numbers are ``numeric`` text: never ``-0``,
     never an exponent) integers are read by the scanner itself; an integer too long for ``int``
     then sends the column value by value through :func:`parse_json_exact_fractions`, as does
-    any text that is not one value.
+    any text that is not one value. With ``fragments``, fractions are ``orjson.Fragment`` of
+    their source text: only for a ``RowBatch`` JSON column, which the §5.4 writer encodes as
+    is and which reads them back as :class:`ExactNumber` for anyone else.
     """
     joined = "[" + ",".join(map(_NULL_FOR_NONE.get, texts, texts)) + "]"  # type: ignore[arg-type]
-    decoder = _PLAIN_INT_DECODER if canonical_ints else _FRACTIONS_DECODER
     try:
-        values = decoder.decode(joined)
+        values = _COLUMN_DECODERS[canonical_ints, fragments].decode(joined)
     except ValueError:
         values = None
     if type(values) is list and len(values) == len(texts):

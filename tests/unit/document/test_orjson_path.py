@@ -35,7 +35,6 @@ _json_text = st.recursive(
     ),
     max_leaves=12,
 )
-_json_values = _json_text.map(parse_json_exact_fractions)
 
 
 @st.composite
@@ -50,10 +49,12 @@ def _json_batches(draw: st.DrawFn) -> RowBatch:
             st.lists(st.none() | st.integers(-(2**63), 2**64 - 1), min_size=length, max_size=length)
         ),
     ]
-    columns += [
-        draw(st.lists(st.none() | _json_values, min_size=length, max_size=length))
-        for _ in range(count)
-    ]
+    for _ in range(count):
+        texts = draw(st.lists(st.none() | _json_text, min_size=length, max_size=length))
+        if draw(st.booleans()):  # as the PostgreSQL connector: fractions as orjson fragments
+            columns.append(parse_json_column(texts, canonical_ints=False, fragments=True))
+        else:
+            columns.append([None if t is None else parse_json_exact_fractions(t) for t in texts])
     return RowBatch(names, columns, json_columns=range(2, 2 + count))
 
 
@@ -157,3 +158,16 @@ def test_column_parse_keeps_number_texts() -> None:
     assert parsed[3] == 2
     jsonb = parse_json_column(['{"n": 12345678901234567890}', f"{huge}"], canonical_ints=True)
     assert _shape(jsonb) == [{"n": ("int", 12345678901234567890)}, ("exact", huge)]
+
+
+def test_fragments_read_back_as_exact_numbers() -> None:
+    (value,) = parse_json_column(
+        ['{"a": [1.50, 2], "b": 1e5}'], canonical_ints=True, fragments=True
+    )
+    batch = RowBatch(["j", "k"], [[value], [1]], json_columns=[0])
+    expected = {"j": {"a": [ExactNumber("1.50"), 2], "b": ExactNumber("1e5")}, "k": 1}
+    assert _shape(batch[0]) == _shape(expected)
+    assert _shape(next(iter(batch))) == _shape(expected)
+    assert _orjson_rows(batch) is not None
+    assert _written([batch]) == _reference([batch])
+    assert b'"a": [\n            1.50,\n' in _written([batch])

@@ -481,7 +481,7 @@ def _column_converter(
     types the loaders above already encode are final; anything else gets ``_finish``.
     """
     if type_oid in _JSON_OIDS:
-        return partial(parse_json_column, canonical_ints=_JSON_OIDS[type_oid])
+        return partial(parse_json_column, canonical_ints=_JSON_OIDS[type_oid], fragments=True)
     if type_oid in _JSON_ARRAY_OIDS:
         return _json_array_column
     if type_oid in _FINAL_OIDS:
