@@ -36,6 +36,7 @@ test-unit: install
 	$(BIN)/pytest tests/unit tests/architecture
 
 bench: install
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[bench]'
 	$(BIN)/python bench/run.py
 
 # Faults against a real Manager and two Workers (bench/chaos.py; not part of `make test`,

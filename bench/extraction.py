@@ -29,6 +29,9 @@ the S3 server (``scripts/s3-server.sh start``). Run: ``.venv/bin/python bench/ex
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import importlib.util
 import json
 import os
 import statistics
@@ -141,6 +144,34 @@ def _copy(database: str, select: str) -> list[str]:
     return _psql(database, f"COPY ({select}) TO STDOUT")
 
 
+def _s3_upload_seconds(size: int) -> float:
+    """Wall time of storing ``size`` bytes (random base64, as the stored object is) in the
+    SeaweedFS bucket through the Worker's own S3 store: the storage part of the Worker's time,
+    with no extraction, HMAC or encryption."""
+    from fetcher.adapters.objectstore.s3 import S3ObjectStore
+
+    async def run() -> float:
+        store = S3ObjectStore(
+            endpoint=os.environ.get("FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333"),
+            bucket=os.environ.get("FETCHER_TEST_S3_BUCKET", "fetcher-test"),
+            region="us-east-1",
+            access_key_id=os.environ.get("FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access"),
+            secret_key=os.environ.get(
+                "FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789"
+            ),
+            path_style=True,
+        )
+        chunk = base64.b64encode(os.urandom(3 << 20))  # 4 MiB
+        async with store:
+            began = time.perf_counter()
+            async with store.open_writer(f"bench/upload-{os.getpid()}") as writer:
+                for offset in range(0, size, len(chunk)):
+                    await writer.write(chunk[: size - offset])
+            return time.perf_counter() - began
+
+    return asyncio.run(run())
+
+
 def _connectorx(database: str, select: str) -> dict[str, Any]:
     url = f"postgresql://postgres@127.0.0.1:5432/{database}"
     done = subprocess.run(
@@ -235,19 +266,25 @@ def postgres_part(
         figure = _connectorx(database, select)
         return figure["seconds"], 0, figure["peak_rss_mib"]
 
-    runs = _alternate(
-        {
-            "copy": lambda: (_timed(_copy(database, select)), copy_bytes, None),
-            "connectorx_polars": connectorx,
-            "fetcher_worker_s3": _fetcher_runner(worker, mapped, None, ROWS),
-            "fetcher_embedded": _fetcher_runner(
-                embedded, {"bench_pg_e": mapped["bench_pg"]}, None, ROWS
-            ),
-        }
-    )
-    results = _summaries(runs, ROWS)
+    contenders: dict[str, Callable[[], tuple[float, int, float | None]]] = {
+        "copy": lambda: (_timed(_copy(database, select)), copy_bytes, None),
+        "connectorx_polars": connectorx,
+        "fetcher_worker_s3": _fetcher_runner(worker, mapped, None, ROWS),
+        "fetcher_embedded": _fetcher_runner(
+            embedded, {"bench_pg_e": mapped["bench_pg"]}, None, ROWS
+        ),
+    }
+    if importlib.util.find_spec("connectorx") is None or importlib.util.find_spec("polars") is None:
+        print("  (connectorx/polars missing: pip install -e '.[bench]'; skipped)", flush=True)
+        del contenders["connectorx_polars"]
+    results = _summaries(_alternate(contenders), ROWS)
+    stored = 4 * -(-(results["fetcher_worker_s3"]["bytes"] + 28) // 3)  # base64(nonce‖ct‖tag)
+    uploads = [_s3_upload_seconds(stored) for _ in range(REPS)]
+    results["s3_upload_only"] = _summary("s3_upload_only", uploads, ROWS, stored, [])
     ratios = _ratios(
-        results, ["fetcher_worker_s3", "fetcher_embedded"], ["copy", "connectorx_polars"]
+        results,
+        ["fetcher_worker_s3", "fetcher_embedded"],
+        ["copy", "connectorx_polars", "s3_upload_only"],
     )
     return {"rows": ROWS, "results": results, "ratios": ratios}
 
