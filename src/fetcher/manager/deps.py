@@ -22,7 +22,7 @@ from fetcher.services.connections import ListRequest
 from fetcher.services.errors import ApiError
 from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.records import EventType
-from fetcher.services.shapes import UUID_PATTERN
+from fetcher.services.shapes import FEED_CURSOR_PATTERN, QUERY_INT_DIGITS, UUID_PATTERN
 
 __all__ = [
     "FeedQuery",
@@ -39,8 +39,8 @@ __all__ = [
 ]
 
 _UUID = re.compile(UUID_PATTERN)
-_QUERY_INT = re.compile(r"[0-9]{1,9}")
-_FEED_CURSOR = re.compile(r"[0-9]{1,18}")
+_QUERY_INT = re.compile(f"[0-9]{{1,{QUERY_INT_DIGITS}}}")
+_FEED_CURSOR = re.compile(FEED_CURSOR_PATTERN)
 _DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 _MAX_PAGE_PRODUCT = 2**31
 #: §2.6: static paths that take precedence over ``{id}`` (another method there is a 405).

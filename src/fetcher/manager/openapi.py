@@ -27,18 +27,25 @@ import re
 from collections.abc import Sequence
 
 from fetcher.engine import Limits
+from fetcher.engine.filters.parse import MAX_LIKE_PATTERN, MAX_OPERATOR_VALUES
+from fetcher.engine.limits import LIMIT_NAMES
 from fetcher.services import shapes
+from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.shapes import (
     ANY,
     CONNECTION_TYPES,
+    CREDENTIALS,
+    FEED_CURSOR_PATTERN,
     MAX_METADATA_KEY,
     MAX_METADATA_VALUE,
     MAX_TABLE_NAME,
     MAX_VALIDATION_DATASOURCES,
     MAX_VALIDATION_FIELDS,
     MAX_VALIDATION_TABLES,
+    MONGODB,
     NO_NUL,
     NW,
+    QUERY_INT_DIGITS,
     SCHEMA_TYPES,
     SQLITE,
     SSL_MODES,
@@ -46,6 +53,7 @@ from fetcher.services.shapes import (
     WS,
     WS_CHARS,
     Schema,
+    required_fields,
     string,
     trimmed,
 )
@@ -78,7 +86,7 @@ def _nullable(schema: Schema) -> Schema:
     return {"anyOf": [_NULL, schema]}
 
 
-def int_range_pattern(low: int, high: int, *, max_digits: int = 9) -> str:
+def int_range_pattern(low: int, high: int, *, max_digits: int = QUERY_INT_DIGITS) -> str:
     """A pattern for the decimal integers ``low..high`` in the §2.1 form: ASCII digits only,
     leading zeros allowed, at most ``max_digits`` digits in all."""
     high = min(high, 10**max_digits - 1)
@@ -199,7 +207,7 @@ def list_parameters(max_limit: int) -> list[Schema]:
         _query(
             "page",
             "Page number ≥ 1, default 1. `page × limit` > 2^31 → FET-0405.",
-            string(_optional(int_range_pattern(1, 10**9 - 1))),
+            string(_optional(int_range_pattern(1, 10**QUERY_INT_DIGITS - 1))),
         ),
         _query(
             "sortOrder",
@@ -233,20 +241,24 @@ def feed_parameters() -> list[Schema]:
     """§2.12 event-feed parameters (empty values are malformed here)."""
     return [
         _query(
-            "after", "Only events after this cursor (`^[0-9]{1,18}$`).", string("^[0-9]{1,18}$")
+            "after",
+            f"Only events after this cursor (`^{FEED_CURSOR_PATTERN}$`).",
+            string(f"^{FEED_CURSOR_PATTERN}$"),
         ),
         _query(
             "limit",
-            "1..1000 (default 100); over 1000 → FET-0406.",
-            string(int_range_pattern(1, 1000)),
+            f"1..{MAX_FEED_LIMIT} (default {DEFAULT_FEED_LIMIT}); over {MAX_FEED_LIMIT} → "
+            "FET-0406.",
+            string(int_range_pattern(1, MAX_FEED_LIMIT)),
         ),
         _query(
             "type", "`completed` or `failed`.", {"type": "string", "enum": ["completed", "failed"]}
         ),
         _query(
             "wait",
-            "Long-poll: wait up to 0..30 seconds for a matching event before answering.",
-            string(int_range_pattern(0, 30)),
+            f"Long-poll: wait up to 0..{MAX_FEED_WAIT} seconds for a matching event before "
+            "answering.",
+            string(int_range_pattern(0, MAX_FEED_WAIT)),
         ),
     ]
 
@@ -350,7 +362,7 @@ def _create_branch(kind: str) -> Schema:
         "configName": _CONFIG_NAME,
         "type": string(trimmed(re.escape(kind)), description=f"`{kind}`"),
     }
-    required = ["configName", "type", "databaseName"]
+    required = required_fields(kind)
     if kind == SQLITE:
         properties["databaseName"] = SQLITE_PATH
         properties["ssl"] = _ssl(kind, ())
@@ -358,9 +370,6 @@ def _create_branch(kind: str) -> Schema:
         properties |= {"host": _HOST, "port": _PORT, "databaseName": _DATABASE_NAME}
         properties |= {"userName": _USER_NAME, "password": _PASSWORD}
         properties["ssl"] = _ssl(kind, SSL_MODES[kind])
-        # §2.5: MONGODB userName and password are optional together.
-        optional_credentials = kind == "MONGODB"
-        required += ["host", "port"] + ([] if optional_credentials else ["userName", "password"])
     properties["schema"] = _SCHEMA_FIELD if kind in SCHEMA_TYPES else _NO_SCHEMA
     if kind == "ORACLE":
         metadata = _metadata(reserved=True)
@@ -377,8 +386,9 @@ def _create_branch(kind: str) -> Schema:
         "required": required,
         "properties": properties,
     }
-    if kind == "MONGODB":
-        branch["dependentRequired"] = {"userName": ["password"], "password": ["userName"]}
+    if kind == MONGODB:  # §2.5: userName and password are optional together
+        user, password = CREDENTIALS
+        branch["dependentRequired"] = {user: [password], password: [user]}
     return branch
 
 
@@ -503,7 +513,7 @@ _NON_NULL_SCALAR: Schema = {**_SCALAR, "type": ["string", "number", "boolean"]}
 
 def _operators() -> Schema:
     """§3.4 operators and arity."""
-    many = {"type": "array", "minItems": 1, "maxItems": 1000, "items": _SCALAR}
+    many = {"type": "array", "minItems": 1, "maxItems": MAX_OPERATOR_VALUES, "items": _SCALAR}
     one = {"type": "array", "minItems": 1, "maxItems": 1, "items": _NON_NULL_SCALAR}
     return {
         "type": "object",
@@ -523,7 +533,7 @@ def _operators() -> Schema:
                 "type": "array",
                 "minItems": 1,
                 "maxItems": 1,
-                "items": {"type": "string", "maxLength": 256, "pattern": NO_NUL},
+                "items": {"type": "string", "maxLength": MAX_LIKE_PATTERN, "pattern": NO_NUL},
             },
         },
     }
@@ -531,14 +541,7 @@ def _operators() -> Schema:
 
 def job_request_schema(max_limits: Limits) -> Schema:
     """§3.1 body; the §3.6 steps a schema cannot express are in the description."""
-    limit_values = {
-        "maxDatasources": max_limits.max_datasources,
-        "maxTablesPerDatasource": max_limits.max_tables_per_datasource,
-        "maxFieldsPerTable": max_limits.max_fields_per_table,
-        "maxConcurrency": max_limits.max_concurrency,
-        "timeoutSeconds": max_limits.timeout_seconds,
-        "maxResultBytes": max_limits.max_result_bytes,
-    }
+    limit_values = {name: getattr(max_limits, attr) for name, attr in LIMIT_NAMES.items()}
     filters = {
         "type": "object",
         "additionalProperties": {

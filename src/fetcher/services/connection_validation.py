@@ -41,8 +41,11 @@ from fetcher.services.shapes import (
     CONFIG_NAME,
     CONNECTION_FIELDS,
     CONNECTION_TYPES,
+    CREDENTIALS,
     HOST,
     MONGODB,
+    NETWORK_FIELDS,
+    NULLABLE_FIELDS,
     PASSWORD,
     PORT,
     PRODUCT_HEADER,
@@ -58,6 +61,7 @@ from fetcher.services.shapes import (
     database_name_chars,
     database_name_text,
     pem,
+    required_fields,
 )
 
 __all__ = [
@@ -75,9 +79,6 @@ __all__ = [
 SQLITE_LOCATION_MESSAGE = "databaseName must be a readable SQLite file in the allowed directory"
 
 #: §2.5: on MONGODB, ``userName`` and ``password`` are optional together.
-_CREDENTIALS = ("userName", "password")
-_SQLITE_ONLY_ABSENT = ("host", "port", "userName", "password")
-_NULLABLE = frozenset({"schema", "ssl", "metadata"})
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _PEM_FIELDS = {name: pem(name) for name in ("ca", "cert", "key")}
 
@@ -260,9 +261,9 @@ def _merge(
     values = _stored_values(stored)
     null_errors: dict[str, str] = {}
     for name, value in body.items():
-        if value is None and name in _CREDENTIALS and _merged_type(stored, body) == MONGODB:
+        if value is None and name in CREDENTIALS and _merged_type(stored, body) == MONGODB:
             values.pop(name, None)  # §2.5: removed; the pair rule of ``_missing`` applies
-        elif value is None and name not in _NULLABLE:
+        elif value is None and name not in NULLABLE_FIELDS:
             null_errors[name] = f"{name} cannot be null"
         elif value is None:
             values.pop(name, None)
@@ -270,7 +271,7 @@ def _merge(
             values[name] = value
     new_type = body.get("type")
     if isinstance(new_type, str) and new_type.strip() == SQLITE and stored.type != SQLITE:
-        for name in _SQLITE_ONLY_ABSENT:
+        for name in NETWORK_FIELDS:
             if name not in body:
                 values.pop(name, None)
     return values, null_errors
@@ -308,19 +309,14 @@ def _missing(values: Mapping[str, object], ctx: _Context) -> list[str]:
     On PATCH a field the body sent is never missing: blank or null is an invalid value there.
     """
     kind = _raw_type(values)
-    required = ["configName", "type", "host", "port", "databaseName", "userName", "password"]
-    if kind == SQLITE:
-        required = [name for name in required if name not in _SQLITE_ONLY_ABSENT]
-    absent = [name for name in _CREDENTIALS if values.get(name) is None]
-    if kind == MONGODB:
-        # §2.5: both absent → no authentication; exactly one → the other is missing, even
-        # when a PATCH cleared it with null.
-        required = [name for name in required if name not in _CREDENTIALS]
     missing = [
         name
-        for name in required
+        for name in required_fields(kind)
         if not (ctx.sent is not None and name in ctx.sent) and _is_blank(values.get(name))
     ]
+    # §2.5: MONGODB without both credentials has no authentication; with exactly one, the
+    # other is missing, even when a PATCH cleared it with null.
+    absent = [name for name in CREDENTIALS if values.get(name) is None]
     if kind == MONGODB and len(absent) == 1:
         missing.append(absent[0])
     ssl = values.get("ssl")
@@ -421,13 +417,13 @@ class _Checker:
         if kind is None and _raw_type(self.values) == SQLITE:
             return None, None, None, None  # SQLITE refused: the ``type`` error says it all
         if kind == SQLITE:
-            for name in _SQLITE_ONLY_ABSENT:
+            for name in NETWORK_FIELDS:
                 if name in self.values and self.ctx.was_sent(name):
                     self.errors.setdefault(name, f"{name} is not supported for type SQLITE")
             return None, None, None, None
         host = self.check("host", HOST.check, self.values.get("host"))
         port = self.check("port", PORT.check, self.values.get("port"))
-        if kind == MONGODB and all(self.values.get(n) is None for n in _CREDENTIALS):
+        if kind == MONGODB and all(self.values.get(n) is None for n in CREDENTIALS):
             return host, port, None, None  # §2.5: a MONGODB connection without credentials
         user_name = self.check("userName", USER_NAME.check, self.values.get("userName"))
         password = self.check("password", _password, self.values.get("password"))

@@ -25,7 +25,9 @@ __all__ = [
     "CONFIG_NAME",
     "CONNECTION_FIELDS",
     "CONNECTION_TYPES",
+    "CREDENTIALS",
     "DATABASE_NAME",
+    "FEED_CURSOR_PATTERN",
     "HOST",
     "MAX_FIELD_NAME",
     "MAX_METADATA_KEY",
@@ -35,10 +37,13 @@ __all__ = [
     "MAX_VALIDATION_FIELDS",
     "MAX_VALIDATION_TABLES",
     "MONGODB",
+    "NETWORK_FIELDS",
+    "NULLABLE_FIELDS",
     "PASSWORD",
     "PEM_PREFIX",
     "PORT",
     "PRODUCT_HEADER",
+    "QUERY_INT_DIGITS",
     "RESERVED_METADATA",
     "RESERVED_VALUE",
     "SCHEMA",
@@ -53,6 +58,7 @@ __all__ = [
     "Invalid",
     "Schema",
     "is_valid_host",
+    "required_fields",
     "pem",
 ]
 
@@ -90,9 +96,27 @@ CONNECTION_FIELDS = (
     "metadata",
 )
 SSL_FIELDS = ("mode", "ca", "cert", "key")
+#: Fields a SQLITE connection refuses (it has no server).
+NETWORK_FIELDS = ("host", "port", "userName", "password")
+#: On MONGODB, ``userName`` and ``password`` are optional together.
+CREDENTIALS = ("userName", "password")
+#: PATCH ``null`` clears these; elsewhere it is an invalid value (§2.6.5).
+NULLABLE_FIELDS = frozenset({"schema", "ssl", "metadata"})
 #: §2.5: metadata keys with a meaning to a driver, and their value rule.
 RESERVED_METADATA = ("serviceName", "authSource")
 PEM_PREFIX = "-----BEGIN"
+
+
+def required_fields(kind: str | None) -> list[str]:
+    """§2.5: the fields ``kind`` requires (absent, null or blank → FET-0402), in table order.
+    An unknown type requires every one. ORACLE also requires ``metadata.serviceName``."""
+    required = [name for name in CONNECTION_FIELDS if name not in NULLABLE_FIELDS]
+    if kind == SQLITE:
+        return [name for name in required if name not in NETWORK_FIELDS]
+    if kind == MONGODB:
+        return [name for name in required if name not in CREDENTIALS]
+    return required
+
 
 # --- limits (§2.5 metadata, §2.6.9, §3.2) -------------------------------------------------
 
@@ -117,6 +141,9 @@ NW = f"[^\\x00{WS_CHARS}]"
 #: Anything but U+0000.
 ANY = "[^\\x00]"
 NO_NUL = f"^{ANY}*$"
+#: §2.6.2: integer query parameters are 1-9 ASCII digits; §2.12: a feed cursor 1-18.
+QUERY_INT_DIGITS = 9
+FEED_CURSOR_PATTERN = "[0-9]{1,18}"
 UUID_PATTERN = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 
 
