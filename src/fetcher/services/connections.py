@@ -45,6 +45,7 @@ from fetcher.services.internal_datasources import internal_connection_id
 from fetcher.services.ports import ConflictError, MetadataStore
 from fetcher.services.rate_limit import ConnectionTestLimiter
 from fetcher.services.records import ConnectionQuery, ConnectionRecord, SortOrder
+from fetcher.services.responses import ConnectionResponse, shape
 from fetcher.services.schema_cache import SchemaCache
 from fetcher.services.ssrf import (
     BlockedHostError,
@@ -126,47 +127,47 @@ def _detail(exc: BaseException) -> str:
 
 def connection_response(record: ConnectionRecord) -> dict[str, object]:
     """§2.5 ConnectionResponse: empty optional members omitted; secrets never returned."""
-    body: dict[str, object] = {"id": record.id}
-    if record.product_name:
-        body["productName"] = record.product_name
-    body |= {"configName": record.config_name, "type": record.type}
-    if record.type != _SQLITE:
-        body |= {"host": record.host, "port": record.port}
-    body["databaseName"] = record.database_name
-    if record.schema:
-        body["schema"] = record.schema
-    if record.type != _SQLITE and record.user_name is not None:
-        body["userName"] = record.user_name
-    if record.ssl_mode or record.ssl_ca or record.ssl_cert or record.ssl_key_encrypted:
-        body["ssl"] = {"mode": record.ssl_mode or ""}
-    if record.metadata:
-        body["metadata"] = dict(record.metadata)
-    body |= {
-        "internal": False,
-        "createdAt": format_ms(record.created_at),
-        "updatedAt": format_ms(record.updated_at),
-    }
-    return body
+    network = record.type != _SQLITE
+    has_ssl = record.ssl_mode or record.ssl_ca or record.ssl_cert or record.ssl_key_encrypted
+    return shape(
+        ConnectionResponse,
+        {
+            "id": record.id,
+            "productName": record.product_name or None,
+            "configName": record.config_name,
+            "type": record.type,
+            "host": record.host if network else None,
+            "port": record.port if network else None,
+            "databaseName": record.database_name,
+            "schema": record.schema or None,
+            "userName": record.user_name if network else None,
+            "ssl": {"mode": record.ssl_mode or ""} if has_ssl else None,
+            "metadata": dict(record.metadata) or None,
+            "internal": False,
+            "createdAt": format_ms(record.created_at),
+            "updatedAt": format_ms(record.updated_at),
+        },
+    )
 
 
 def internal_response(descriptor: ConnectionDescriptor) -> dict[str, object]:
     """§2.5/§9.4: an internal datasource, without ``host``, ``port`` and timestamps."""
-    body: dict[str, object] = {
-        "id": descriptor.connection_id or internal_connection_id(descriptor.config_name),
-        "configName": descriptor.config_name,
-        "type": descriptor.type.value,
-        "databaseName": descriptor.database,
-    }
-    if descriptor.schema:
-        body["schema"] = descriptor.schema
-    if descriptor.type is not EngineType.SQLITE and descriptor.username:
-        body["userName"] = descriptor.username
-    if descriptor.ssl is not None:
-        body["ssl"] = {"mode": descriptor.ssl.mode}
-    if descriptor.metadata:
-        body["metadata"] = dict(descriptor.metadata)
-    body["internal"] = True
-    return body
+    return shape(
+        ConnectionResponse,
+        {
+            "id": descriptor.connection_id or internal_connection_id(descriptor.config_name),
+            "configName": descriptor.config_name,
+            "type": descriptor.type.value,
+            "databaseName": descriptor.database,
+            "schema": descriptor.schema or None,
+            "userName": (
+                descriptor.username or None if descriptor.type is not EngineType.SQLITE else None
+            ),
+            "ssl": {"mode": descriptor.ssl.mode} if descriptor.ssl is not None else None,
+            "metadata": dict(descriptor.metadata) or None,
+            "internal": True,
+        },
+    )
 
 
 def descriptor_from_record(
