@@ -85,6 +85,19 @@ class ChaosProxy:
     def open_connections(self) -> int:
         return len(self._links)
 
+    def peers(self) -> dict[int, int]:
+        """For every open connection: the client's own port → the port the proxy's upstream
+        socket uses (how the dependency sees that client)."""
+        mapping = {}
+        for link in self._links:
+            if link.upstream is None:
+                continue
+            client = link.client.get_extra_info("peername")
+            upstream = link.upstream.get_extra_info("sockname")
+            if client and upstream:
+                mapping[int(client[1])] = int(upstream[1])
+        return mapping
+
     async def start(self) -> ChaosProxy:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
         return self

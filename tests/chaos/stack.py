@@ -109,25 +109,39 @@ class ChaosStack:
         return [w for w in self.workers if w.process.poll() is None]
 
 
+def _ports(proxies: Proxies, direct: bool) -> dict[str, int]:
+    """The port each process dials per dependency: its proxy, or the server itself."""
+    if not direct:
+        return {name: proxies.by_name(name).port for name in PROXIED}
+    return {name: proxies.by_name(name).upstream_port for name in PROXIED}
+
+
+PROXIED = ("metadata", "broker", "storage", "source")
+
+
 def _base_env(
-    metadata: Database, source: Database, names: Names, bucket: str, proxies: Proxies
+    metadata: Database,
+    source: Database,
+    names: Names,
+    bucket: str,
+    ports: Mapping[str, int],
 ) -> dict[str, str]:
     amqp = urlsplit(RABBITMQ_URL)
-    meta_url = metadata.url.replace(f":{metadata.port}/", f":{proxies.metadata.port}/")
+    meta_url = metadata.url.replace(f":{metadata.port}/", f":{ports['metadata']}/")
     return {
         "PATH": os.environ.get("PATH", ""),
         "LANG": "C.UTF-8",
         "APP_ENC_KEY": MASTER_KEY,
         "DATABASE_URL": meta_url,
         "RABBITMQ_HOST": "127.0.0.1",
-        "RABBITMQ_PORT_AMQP": str(proxies.broker.port),
+        "RABBITMQ_PORT_AMQP": str(ports["broker"]),
         "RABBITMQ_DEFAULT_USER": unquote(amqp.username or "guest"),
         "RABBITMQ_DEFAULT_PASS": unquote(amqp.password or "guest"),
         "RABBITMQ_FETCHER_WORK_QUEUE": names.work_queue,
         "RABBITMQ_JOB_EVENTS_EXCHANGE": names.events_exchange,
         "STREAMING_ENABLED": "true",
         "STREAMING_CLOUDEVENTS_SOURCE": CE_SOURCE,
-        "OBJECT_STORAGE_ENDPOINT": f"http://127.0.0.1:{proxies.storage.port}",
+        "OBJECT_STORAGE_ENDPOINT": f"http://127.0.0.1:{ports['storage']}",
         "OBJECT_STORAGE_BUCKET": bucket,
         "OBJECT_STORAGE_ACCESS_KEY_ID": S3_ACCESS_KEY,
         "OBJECT_STORAGE_SECRET_KEY": S3_SECRET_KEY,
@@ -141,7 +155,7 @@ def _base_env(
         "DATASOURCE_CHAOS_CONFIG_NAME": SOURCE,
         "DATASOURCE_CHAOS_TYPE": "postgresql",
         "DATASOURCE_CHAOS_HOST": "127.0.0.1",
-        "DATASOURCE_CHAOS_PORT": str(proxies.source.port),
+        "DATASOURCE_CHAOS_PORT": str(ports["source"]),
         "DATASOURCE_CHAOS_DATABASE": source.name,
         "DATASOURCE_CHAOS_USER": "postgres",
         "DATASOURCE_CHAOS_PASSWORD": SOURCE_PASSWORD,
@@ -192,9 +206,12 @@ async def chaos_stack(
     workers: int = 2,
     worker_env: Mapping[str, str] | None = None,
     manager_env: Mapping[str, str] | None = None,
+    direct: bool = False,
 ) -> AsyncIterator[ChaosStack]:
     """Fresh databases, names and bucket; proxies; one Manager and ``workers`` Workers.
-    Everything is stopped (by PID) and removed at the end."""
+    ``direct``: the processes dial the servers themselves (no fault injection, and no proxy
+    in this process on every byte: for throughput figures). Everything is stopped (by PID)
+    and removed at the end."""
     suffix = secrets.token_hex(4)
     names = Names(
         work_queue=f"fetcher.chaos.work.{suffix}",
@@ -212,7 +229,7 @@ async def chaos_stack(
                 _broker(names) as broker,
                 httpx.AsyncClient(timeout=15.0) as http,
             ):
-                env = _base_env(metadata, source, names, bucket, proxies)
+                env = _base_env(metadata, source, names, bucket, _ports(proxies, direct))
                 launcher = ProcessLauncher(
                     env, log_dir, http, secrets=(MASTER_KEY, S3_SECRET_KEY, SOURCE_PASSWORD)
                 )

@@ -76,6 +76,17 @@ async def test_forwards_both_ways(proxy: ChaosProxy) -> None:
     assert proxy.stats.bytes_up == len(payload) == proxy.stats.bytes_down
 
 
+async def test_peers_maps_client_ports_to_upstream_ports(proxy: ChaosProxy) -> None:
+    reader, writer = await _connect(proxy)
+    writer.write(b"x")
+    assert await reader.readexactly(1) == b"x"
+    own_port = writer.get_extra_info("sockname")[1]
+    peers = proxy.peers()
+    assert list(peers) == [own_port]
+    assert peers[own_port] not in (own_port, proxy.port)
+    await _close(writer)
+
+
 async def test_refuses_a_non_loopback_upstream() -> None:
     with pytest.raises(ValueError, match="loopback"):
         ChaosProxy(5432, "10.0.0.1")
