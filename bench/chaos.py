@@ -63,8 +63,14 @@ def scenarios(scale: float) -> list[Scenario]:
         Scenario(
             "source_cut", outage("source"), s(10), load_seconds=s(35), mapped=SLOW_TABLE, rate=3
         ),
+        # 2 s jobs, so that every kill hits jobs mid-extraction (and prefetched messages).
         Scenario(
-            "worker_kill", kill_workers(20.0), max(20.0, 120 * scale), load_seconds=s(140), rate=3
+            "worker_kill",
+            kill_workers(20.0),
+            max(20.0, 120 * scale),
+            load_seconds=s(140),
+            rate=3,
+            mapped=SLOW_TABLE,
         ),
         Scenario("all_at_once", everything(), s(8), load_seconds=s(30)),
     ]
@@ -82,6 +88,10 @@ async def run(selected: Sequence[Scenario], log_dir: Path, settle_for: float) ->
         waited = await settle(stack, settle_for)
         for result in results:
             await check_invariants(stack, result)
+        summaries = [
+            {**r.summary(), "rate_per_s": sc.rate, "jobs_kind": _kind(sc)}
+            for r, sc in zip(results, selected, strict=True)
+        ]
         workers = len(stack.workers)
     return {
         "machine": f"{platform.machine()}, {platform.system()} (2 shared cores)",
@@ -92,8 +102,12 @@ async def run(selected: Sequence[Scenario], log_dir: Path, settle_for: float) ->
         "job_timeout_seconds": 30,
         "settle_seconds": round(waited, 1),
         "wall_seconds": round(time.monotonic() - began, 1),
-        "scenarios": [r.summary() for r in results],
+        "scenarios": summaries,
     }
+
+
+def _kind(scenario: Scenario) -> str:
+    return "2 s stream" if scenario.mapped == SLOW_TABLE else "20 rows"
 
 
 def _fmt(value: object, pattern: str = "{}") -> str:
