@@ -34,6 +34,7 @@ from fetcher.services.errors import (
     missing_fields,
     unexpected_fields,
 )
+from fetcher.services.responses import SchemaResponse, shape
 from fetcher.services.shapes import (
     MAX_VALIDATION_DATASOURCES,
     MAX_VALIDATION_FIELDS,
@@ -122,13 +123,16 @@ def schema_body(
         ),
         key=lambda item: str(item["name"]),
     )
-    return {
-        "id": connection_id,
-        "configName": config_name,
-        "databaseName": database_name,
-        "type": engine.value,
-        "tables": tables,
-    }
+    return shape(
+        SchemaResponse,
+        {
+            "id": connection_id,
+            "configName": config_name,
+            "databaseName": database_name,
+            "type": engine.value,
+            "tables": tables,
+        },
+    )
 
 
 # --- POST …/validate-schema (§2.6.9) ------------------------------------------------------

@@ -45,7 +45,7 @@ from fetcher.services.internal_datasources import internal_connection_id
 from fetcher.services.ports import ConflictError, MetadataStore
 from fetcher.services.rate_limit import ConnectionTestLimiter
 from fetcher.services.records import ConnectionQuery, ConnectionRecord, SortOrder
-from fetcher.services.responses import ConnectionResponse, shape
+from fetcher.services.responses import ConnectionResponse, TestResult, shape
 from fetcher.services.schema_cache import SchemaCache
 from fetcher.services.ssrf import (
     BlockedHostError,
@@ -606,9 +606,9 @@ class ConnectionService:
         started = time.monotonic()
         ok = await self._probe_target(target)
         latency = int((time.monotonic() - started) * 1000)
-        if ok:
-            return {"status": "success", "message": "Connection successful", "latencyMs": latency}
-        return {"status": "failure", "message": TEST_FAILURE_MESSAGE, "latencyMs": latency}
+        message = "Connection successful" if ok else TEST_FAILURE_MESSAGE
+        status = "success" if ok else "failure"
+        return shape(TestResult, {"status": status, "message": message, "latencyMs": latency})
 
     async def probe(self, record: ConnectionRecord) -> bool:
         """A live test of a stored connection (§3.6 step 14b): ``False`` on a connect failure.

@@ -24,6 +24,7 @@ from fetcher.services.log_context import bind_log_context, id_list
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import ActiveDuplicateError, MetadataStore
 from fetcher.services.records import ConnectionRecord, JobRecord
+from fetcher.services.responses import JobAccepted, JobResponse, shape
 from fetcher.services.runtime_ports import WorkPublisher
 from fetcher.services.timeutil import SystemClock, format_ms, new_id
 from fetcher.services.work_messages import signed_work_headers, work_message_body
@@ -41,32 +42,39 @@ DUPLICATE_MESSAGE = "Duplicate request detected - returning existing job"
 
 def job_response(job: JobRecord) -> dict[str, object]:
     """§4.6 JobResponse: documents echoed as submitted; terminal-only members omitted."""
-    body: dict[str, object] = {"id": job.id, "status": job.status}
     metadata = json.loads(job.metadata_json)
     if job.status == "failed" and job.error is not None:
         metadata["error"] = job.error
-    if metadata:
-        body["metadata"] = metadata
-    body["mappedFields"] = json.loads(job.mapped_fields_json)
-    if job.filters_json:
-        body["filters"] = json.loads(job.filters_json)
-    if job.limits_json:
-        body["limits"] = json.loads(job.limits_json)
-    if job.status == "completed":
-        body |= {"resultPath": job.result_path, "resultHmac": job.result_hmac}
-    body |= {"requestHash": job.request_hash, "createdAt": format_ms(job.created_at)}
-    if job.completed_at is not None and job.status in ("completed", "failed"):
-        body["completedAt"] = format_ms(job.completed_at)
-    return body
+    completed = job.status == "completed"
+    terminal = job.completed_at is not None and job.status in ("completed", "failed")
+    return shape(
+        JobResponse,
+        {
+            "id": job.id,
+            "status": job.status,
+            "metadata": metadata or None,
+            "mappedFields": json.loads(job.mapped_fields_json),
+            "filters": json.loads(job.filters_json) if job.filters_json else None,
+            "limits": json.loads(job.limits_json) if job.limits_json else None,
+            "resultPath": job.result_path if completed else None,
+            "resultHmac": job.result_hmac if completed else None,
+            "requestHash": job.request_hash,
+            "createdAt": format_ms(job.created_at),
+            "completedAt": format_ms(job.completed_at) if terminal and job.completed_at else None,
+        },
+    )
 
 
 def _accepted(job: JobRecord, *, duplicate: bool) -> dict[str, object]:
-    return {
-        "jobId": job.id,
-        "status": job.status,
-        "createdAt": format_ms(job.created_at),
-        "message": DUPLICATE_MESSAGE if duplicate else CREATED_MESSAGE,
-    }
+    return shape(
+        JobAccepted,
+        {
+            "jobId": job.id,
+            "status": job.status,
+            "createdAt": format_ms(job.created_at),
+            "message": DUPLICATE_MESSAGE if duplicate else CREATED_MESSAGE,
+        },
+    )
 
 
 @dataclass
