@@ -53,6 +53,7 @@ from bench.fetcher_processes import (
     drop_mariadb,
     drop_postgres,
     postgres_scalar,
+    vm_hwm_mib,
 )
 
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
@@ -319,7 +320,12 @@ def filtered_part(worker: FetcherProcesses, database: str) -> dict[str, Any]:
 
 def scaling_part(worker: FetcherProcesses) -> dict[str, Any]:
     """Peak Worker RSS per size: one job per size on a fresh table, narrow columns."""
-    print(f"Memory scaling (columns {', '.join(NARROW)}), one fresh Worker:", flush=True)
+    idle = vm_hwm_mib(worker.pid)
+    print(
+        f"Memory scaling (columns {', '.join(NARROW)}), one fresh Worker "
+        f"(peak RSS before any job: {idle:.1f} MiB):",
+        flush=True,
+    )
     figures = []
     for rows in SCALING:
         database = create_postgres(f"scale{rows}", _PG_LEDGER.format(rows=rows))
@@ -346,7 +352,12 @@ def scaling_part(worker: FetcherProcesses) -> dict[str, Any]:
         )
     growth = figures[-1]["peak_rss_mib"] - figures[0]["peak_rss_mib"] if figures else 0.0
     print(f"  growth {SCALING[0]:,} → {SCALING[-1]:,} rows: {growth:+.1f} MiB", flush=True)
-    return {"columns": NARROW, "sizes": figures, "growth_mib": round(growth, 1)}
+    return {
+        "columns": NARROW,
+        "idle_peak_rss_mib": round(idle, 1),
+        "sizes": figures,
+        "growth_mib": round(growth, 1),
+    }
 
 
 def mariadb_part(worker: FetcherProcesses) -> dict[str, Any]:
@@ -386,8 +397,9 @@ def mariadb_part(worker: FetcherProcesses) -> dict[str, Any]:
         drop_mariadb(database, reader)
 
 
-def main() -> int:
-    report: dict[str, Any] = {"started": datetime.now(UTC).isoformat(), "rows": ROWS, "reps": REPS}
+def _ledger_parts() -> dict[str, Any]:
+    """The parts on the ``ROWS``-row ledger, with one Worker and one embedded process."""
+    report: dict[str, Any] = {}
     database = create_postgres("ledger", _PG_LEDGER.format(rows=ROWS))
     try:
         with FetcherProcesses("worker") as worker, FetcherProcesses("embedded") as embedded:
@@ -401,6 +413,13 @@ def main() -> int:
                 report["mariadb"] = mariadb_part(worker)
     finally:
         drop_postgres(database)
+    return report
+
+
+def main() -> int:
+    report: dict[str, Any] = {"started": datetime.now(UTC).isoformat(), "rows": ROWS, "reps": REPS}
+    if PARTS & {"postgres", "filtered", "mariadb"}:
+        report.update(_ledger_parts())
     if "scaling" in PARTS and SCALING:
         with FetcherProcesses("worker") as fresh:
             report["scaling"] = scaling_part(fresh)
