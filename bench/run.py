@@ -1,8 +1,9 @@
 """Benchmarks (not tests): ``make bench`` runs them all and prints ratios against baselines
 measured in the same run, because these machines are noisy.
 
-* extraction: PostgreSQL table → Engine (real connector, §5.4 writer, spools) → null sink,
-  against a baseline that only fetches the same rows with psycopg's server-side cursor.
+* extraction: issue 12 side by side (``bench/extraction.py``, ``bench/README.md``): the
+  ledger table through ``COPY``, ConnectorX → Polars, Fetcher Worker → S3 and embedded; a
+  filtered extraction, MariaDB, and peak Worker RSS at 100 k / 500 k / 1.5 M rows.
 * writer: the streaming §5.4 writer against ``json.dumps(indent=2, sort_keys=True)`` of the
   same rows held in memory.
 * redaction: §8.7 redaction of 64 KiB hostile texts, each against its 50 ms bound (§13).
