@@ -40,8 +40,13 @@ def create_postgres(prefix: str, sql: str) -> str:
     name = f"fetcher_bench_{prefix}_{secrets.token_hex(4)}"
     with psycopg.connect(ADMIN, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"'.encode())
-    with psycopg.connect(psycopg.conninfo.make_conninfo(ADMIN, dbname=name), autocommit=True) as db:
-        db.execute(sql.encode())
+    try:
+        conninfo = psycopg.conninfo.make_conninfo(ADMIN, dbname=name)
+        with psycopg.connect(conninfo, autocommit=True) as db:
+            db.execute(sql.encode())
+    except BaseException:
+        drop_postgres(name)
+        raise
     return name
 
 
