@@ -70,7 +70,11 @@ def create_mariadb(sql: str) -> tuple[str, str, str]:
         f"CREATE USER '{reader}'@'%' IDENTIFIED BY '{password}';\n"
         f"GRANT SELECT ON `{name}`.* TO '{reader}'@'%';\n"
     )
-    subprocess.run(MARIADB_ROOT, input=script, text=True, check=True, capture_output=True)
+    try:
+        subprocess.run(MARIADB_ROOT, input=script, text=True, check=True, capture_output=True)
+    except BaseException:
+        drop_mariadb(name, reader)
+        raise
     return name, reader, password
 
 
