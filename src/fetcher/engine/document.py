@@ -33,6 +33,11 @@ A whole batch of flat rows is written at once: a :class:`RowBatch` (columns from
 ``dict`` rows with the same keys fill one ``%`` template per row, with the members' key text
 computed once (:func:`_batch_text`); other ``dict`` rows go through the C encoder as one list
 (:func:`_dicts_text`). Anything these refuse is encoded row by row, as above.
+
+A batch may also encode itself (:class:`SelfEncodingRows`): an adapter with a faster encoder
+(``fetcher.adapters.fastjson``, orjson) yields batches that write their own §5.4 bytes, or
+decline and leave the batch to the paths above. The engine itself stays standard library only
+(§1.4) and writes the same bytes without it.
 """
 
 from __future__ import annotations
@@ -43,11 +48,9 @@ from _json import make_encoder as _c_make_encoder
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from functools import lru_cache, partial
-from itertools import chain, repeat
+from itertools import chain
 from operator import is_not, itemgetter
-from typing import Final, overload
-
-import orjson
+from typing import Final, Protocol, overload, runtime_checkable
 
 from fetcher.engine.ports import ResultSink, Row, Spool
 from fetcher.engine.values import ExactNumber, encode_text, encode_value
@@ -57,6 +60,7 @@ __all__ = [
     "MemorySpool",
     "ROW_DEPTH",
     "RowBatch",
+    "SelfEncodingRows",
     "document_size",
     "dumps_document",
     "encode_row",
@@ -243,18 +247,6 @@ def encode_row(row: Row, depth: int) -> str:
     return "".join(out)
 
 
-def _logical(value: object) -> object:
-    """A JSON column value with each ``orjson.Fragment`` (a fraction's source text) as the
-    :class:`ExactNumber` it stands for."""
-    if type(value) is orjson.Fragment:
-        return ExactNumber(orjson.dumps(value).decode())
-    if type(value) is dict:
-        return {key: _logical(member) for key, member in value.items()}
-    if type(value) is list:
-        return [_logical(item) for item in value]
-    return value
-
-
 class RowBatch(Sequence[Row]):
     """Rows of one table held column by column, with the column names.
 
@@ -265,11 +257,9 @@ class RowBatch(Sequence[Row]):
 
     ``json_columns`` are the indices of columns whose values are parsed JSON without a single
     ``float`` (``dict``/``list``/``str``/``int``/``bool``/``None``/:class:`ExactNumber`, as
-    :func:`~fetcher.engine.values.parse_json_exact_fractions` returns): their nested values may
-    go through the C encoder (:func:`_orjson_rows`), whose float text differs from §5.4's.
-    Their fractions may also be ``orjson.Fragment`` of the source text
-    (:func:`~fetcher.engine.values.parse_json_column` with ``fragments``): rows read from the
-    batch (``batch[i]``, iteration) hold :class:`ExactNumber` in their place.
+    :func:`~fetcher.engine.values.parse_json_exact_fractions` returns): a self-encoding
+    subclass (:class:`SelfEncodingRows`) may hand their nested values to an encoder whose float
+    text differs from §5.4's. The engine's own paths do not depend on it.
     """
 
     __slots__ = ("_columns", "_json_columns", "_length", "_names")
@@ -321,16 +311,11 @@ class RowBatch(Sequence[Row]):
             return RowBatch(self._names, columns, json_columns=self._json_columns)
         if not -self._length <= index < self._length:
             raise IndexError("row index out of range")
-        values = [_logical(column[index]) for column in self._columns]
-        return dict(zip(self._names, values, strict=True))
+        return dict(zip(self._names, [column[index] for column in self._columns], strict=True))
 
     def __iter__(self) -> Iterator[Row]:
         names = self._names
-        columns = [
-            list(map(_logical, column)) if index in self._json_columns else column
-            for index, column in enumerate(self._columns)
-        ]
-        for values in zip(*columns, strict=True):
+        for values in zip(*self._columns, strict=True):
             yield dict(zip(names, values, strict=True))
 
     def __repr__(self) -> str:
@@ -358,14 +343,32 @@ _LINES_ENCODER: Final = _c_make_encoder(
 )
 
 
+@runtime_checkable
+class SelfEncodingRows(Protocol):
+    """A batch of rows (a ``Sequence`` of rows, as ``Connector.stream`` yields) that can write
+    its own §5.4 bytes, with a faster encoder than the engine's (an adapter's: the engine is
+    standard library only, §1.4).
+
+    :meth:`encoded_rows` MUST return exactly what the engine's reference encoder writes for the
+    same rows (``dumps_document`` bytes, tested byte for byte), or ``None`` to decline: then the
+    engine encodes the batch itself. Declining is always correct, never an error.
+    """
+
+    def encoded_rows(self, depth: int) -> bytes | None:
+        """The UTF-8 §5.4 text of the rows as array elements at ``depth``: each row object with
+        its opening brace at ``depth`` (no leading indentation, the closing brace indented to
+        ``depth``), rows joined by ``",\n"`` plus the indentation of ``depth``; or ``None``."""
+        ...
+
+
 def _rows_bytes(rows: Sequence[Row]) -> bytes:
     """The §5.4 UTF-8 bytes of ``rows`` at :data:`ROW_DEPTH`, separated as array elements.
 
-    A :class:`RowBatch` goes through orjson when it can (:func:`_orjson_rows`); the other
-    paths are :func:`_rows_text`'s. All paths give the same bytes.
+    A :class:`SelfEncodingRows` batch writes itself when it accepts; the other paths are
+    :func:`_rows_text`'s. All paths give the same bytes.
     """
-    if type(rows) is RowBatch:
-        data = _orjson_rows(rows)
+    if isinstance(rows, SelfEncodingRows):
+        data = rows.encoded_rows(ROW_DEPTH)
         if data is not None:
             return data
     return _to_utf8(_rows_text(rows))
@@ -379,7 +382,7 @@ def _rows_text(rows: Sequence[Row]) -> str:
     (:func:`_dicts_text`); any other batch row by row (:func:`encode_row`). All paths give the
     same text.
     """
-    if type(rows) is RowBatch:
+    if isinstance(rows, RowBatch):
         text = _batch_text(rows)
     else:
         batch = _columns_of(rows)
@@ -501,70 +504,6 @@ def _batch_text(batch: RowBatch) -> str | None:
     for old, new in nulls:
         text = text.replace(old, new)
     return text
-
-
-#: orjson's layout (§5.4 Layout, keys sorted by code point, which is UTF-8 byte order), with
-#: every type it would write differently from §5.4 handed to :func:`_orjson_default`.
-_ORJSON_OPTIONS: Final = (
-    orjson.OPT_INDENT_2
-    | orjson.OPT_SORT_KEYS
-    | orjson.OPT_PASSTHROUGH_DATACLASS
-    | orjson.OPT_PASSTHROUGH_DATETIME
-    | orjson.OPT_PASSTHROUGH_SUBCLASS
-)
-#: Scalar types orjson writes exactly as §5.4 does: its string escaping is the C escaper's
-#: (only ``"``, ``\\`` and controls, ``\\u00xx`` lower-case), integers are plain decimals (beyond
-#: 64 bits it refuses), and :class:`ExactNumber` goes through :func:`_orjson_default`.
-_ORJSON_SCALARS: Final = frozenset({str, int, bool, _NONE_TYPE, ExactNumber})
-_ORJSON_NESTED: Final = _ORJSON_SCALARS | {dict, list, orjson.Fragment}
-#: orjson indents a list's rows by one level; at :data:`ROW_DEPTH` every newline (orjson writes
-#: raw newlines only as layout: strings escape them) needs two levels more.
-_ORJSON_REINDENT: Final = b"\n" + (_INDENT * (ROW_DEPTH - 1)).encode()
-
-
-def _orjson_default(value: object) -> orjson.Fragment:
-    """:class:`ExactNumber` as its source text (§5.3 JSON row); anything else is refused, which
-    sends the batch to the other paths."""
-    if type(value) is ExactNumber:
-        return orjson.Fragment(value.text)
-    raise TypeError(type(value).__name__)
-
-
-def _orjson_column(column: Sequence[object], nested: bool) -> Sequence[object] | None:
-    """A column ready for orjson: floats become their §5.4 text (``float.__repr__``, non-finite
-    as the §5.3 strings) as fragments, since orjson writes ``1e-05`` as ``0.00001``. Nested
-    values only in a float-free JSON column; ``None`` for anything else."""
-    kinds = set(map(type, column))
-    if kinds <= (_ORJSON_NESTED if nested else _ORJSON_SCALARS):
-        return column
-    if float in kinds and kinds <= _ORJSON_SCALARS | {float}:
-        fragment, text = orjson.Fragment, _float_text
-        return [fragment(text(v)) if type(v) is float else v for v in column]
-    return None
-
-
-def _orjson_rows(batch: RowBatch) -> bytes | None:
-    """The §5.4 bytes of a :class:`RowBatch` at :data:`ROW_DEPTH` through orjson, or ``None``
-    when a value is outside what orjson writes exactly (then another path encodes the batch).
-
-    orjson writes the rows as a list at depth 0: ``[``, rows at one level, ``]``. Dropping the
-    brackets and indenting each line by two more levels gives the rows at :data:`ROW_DEPTH`.
-    """
-    if _member_starts(batch.names) is None or not batch:
-        return None
-    columns = []
-    for index, column in enumerate(batch.columns):
-        ready = _orjson_column(column, index in batch.json_columns)
-        if ready is None:
-            return None
-        columns.append(ready)
-    # dict rows built by C iteration only (no bytecode per row)
-    rows = list(map(dict, map(zip, repeat(batch.names), zip(*columns, strict=True))))
-    try:
-        data = orjson.dumps(rows, default=_orjson_default, option=_ORJSON_OPTIONS)
-    except orjson.JSONEncodeError:  # a surrogate, an integer beyond 64 bits, a refused type
-        return None
-    return data[4:-2].replace(b"\n", _ORJSON_REINDENT)
 
 
 def _key_bytes(key: str) -> bytes:

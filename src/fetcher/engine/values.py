@@ -24,8 +24,6 @@ from decimal import Decimal
 from typing import Any, Final
 from uuid import UUID
 
-import orjson
-
 __all__ = [
     "ExactNumber",
     "encode_bytes",
@@ -164,42 +162,48 @@ _FRACTIONS_DECODER = json.JSONDecoder(
 _NULL_FOR_NONE: Final[dict[object, str]] = {None: "null"}
 
 
-def _column_decoder(*, canonical_ints: bool, fragments: bool) -> json.JSONDecoder:
+def _column_decoder(
+    *, canonical_ints: bool, parse_float: Callable[[str], object] = _exact_fraction
+) -> json.JSONDecoder:
     """The decoder of :func:`parse_json_column`: integers by the C scanner itself when their
-    text is canonical; fractions as ``orjson.Fragment`` (a C call, not a Python hook) or
-    :class:`ExactNumber`."""
+    text is canonical; fractions by ``parse_float`` (:class:`ExactNumber` by default)."""
     return json.JSONDecoder(
-        parse_float=orjson.Fragment if fragments else _exact_fraction,
+        parse_float=parse_float,
         parse_int=None if canonical_ints else _exact_int,
         parse_constant=_non_finite_constant,
     )
 
 
-_COLUMN_DECODERS: Final = {
-    (ints, fragments): _column_decoder(canonical_ints=ints, fragments=fragments)
-    for ints in (False, True)
-    for fragments in (False, True)
-}
+_COLUMN_DECODERS: Final = {ints: _column_decoder(canonical_ints=ints) for ints in (False, True)}
 
 
 def parse_json_column(
-    texts: Sequence[str | None], *, canonical_ints: bool, fragments: bool = False
+    texts: Sequence[str | None],
+    *,
+    canonical_ints: bool,
+    parse_float: Callable[[str], object] | None = None,
 ) -> list[object]:
     """:func:`parse_json_exact_fractions` of each text (``None`` stays ``None``), in one call of
     the C scanner over the whole column: the texts are joined into one JSON array, so no Python
-    code runs per value (but the hook of each fraction, unless ``fragments``).
+    code runs per value (but the hook of each fraction, unless ``parse_float`` is a C callable).
 
     Each text must be exactly one JSON value, as a database prints a JSON column. With
     ``canonical_ints`` (PostgreSQL ``jsonb``, whose numbers are ``numeric`` text: never ``-0``,
     never an exponent) integers are read by the scanner itself; an integer too long for ``int``
     then sends the column value by value through :func:`parse_json_exact_fractions`, as does
-    any text that is not one value. With ``fragments``, fractions are ``orjson.Fragment`` of
-    their source text: only for a ``RowBatch`` JSON column, which the §5.4 writer encodes as
-    is and which reads them back as :class:`ExactNumber` for anyone else.
+    any text that is not one value. ``parse_float`` replaces :class:`ExactNumber` for the
+    fractions of the joined parse (a fast encoder's fragment of the source text, say): such
+    values are only for a batch that knows how to encode and read them back
+    (``fetcher.adapters.fastjson``); the value-by-value fallback still gives ``ExactNumber``.
     """
     joined = "[" + ",".join(map(_NULL_FOR_NONE.get, texts, texts)) + "]"  # type: ignore[arg-type]
+    decoder = (
+        _COLUMN_DECODERS[canonical_ints]
+        if parse_float is None
+        else _column_decoder(canonical_ints=canonical_ints, parse_float=parse_float)
+    )
     try:
-        values = _COLUMN_DECODERS[canonical_ints, fragments].decode(joined)
+        values = decoder.decode(joined)
     except ValueError:
         values = None
     if type(values) is list and len(values) == len(texts):

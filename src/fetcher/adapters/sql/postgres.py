@@ -11,7 +11,8 @@
 * Values (§5.3): per-connection text-format loaders turn every PostgreSQL value into its
   JSON-ready encoding, so array elements are encoded by the same rules as scalars; timestamps
   are finished per column (``_DateTimeText``), once per batch. Batches are
-  :class:`~fetcher.engine.document.RowBatch` columns, which the §5.4 writer encodes whole.
+  :class:`~fetcher.adapters.fastjson.FastRowBatch` columns, which write their own §5.4 bytes
+  through orjson (or leave them to the engine's writer).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from psycopg.pq import Format
 from psycopg.pq.abc import PGresult
 from psycopg.types.string import TextLoader
 
+from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DEFAULT_BATCH_SIZE,
@@ -46,7 +48,6 @@ from fetcher.adapters.sql._common import (
     postgres_table_excluded,
     translate_errors,
 )
-from fetcher.engine.document import RowBatch
 from fetcher.engine.filters.sql import dialect_for, render_select
 from fetcher.engine.model import ConnectionDescriptor, TlsSettings
 from fetcher.engine.ports import Row, TableQuery
@@ -65,7 +66,6 @@ from fetcher.engine.values import (
     encode_interval,
     encode_time,
     encode_value,
-    parse_json_column,
     parse_json_exact_fractions,
 )
 
@@ -481,7 +481,7 @@ def _column_converter(
     types the loaders above already encode are final; anything else gets ``_finish``.
     """
     if type_oid in _JSON_OIDS:
-        return partial(parse_json_column, canonical_ints=_JSON_OIDS[type_oid], fragments=True)
+        return partial(parse_json_column, canonical_ints=_JSON_OIDS[type_oid])
     if type_oid in _JSON_ARRAY_OIDS:
         return _json_array_column
     if type_oid in _FINAL_OIDS:
@@ -709,8 +709,8 @@ class PostgresConnector:
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
         """Rows through a server-side cursor, ``batch_size`` at a time, encoded per §5.3.
 
-        Each batch is a :class:`~fetcher.engine.document.RowBatch`: the columns and their names,
-        which the §5.4 writer encodes without building a dict per row.
+        Each batch is a :class:`~fetcher.adapters.fastjson.FastRowBatch`: the columns and their
+        names, which encode themselves (orjson) without a Python step per row.
         """
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)
@@ -723,7 +723,7 @@ class PostgresConnector:
                     await cursor.execute(sql, params)
                     converters = self._converters(query.columns, cursor.description, conn)
                     while batch := await self._fetch(cursor, conn):
-                        yield RowBatch(
+                        yield FastRowBatch(
                             names, _columns(batch, converters), json_columns=json_columns
                         )
 
