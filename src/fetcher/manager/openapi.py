@@ -46,6 +46,7 @@ from fetcher.services.shapes import (
     NO_NUL,
     NW,
     QUERY_INT_DIGITS,
+    RESERVED_METADATA,
     SCHEMA_TYPES,
     SQLITE,
     SSL_MODES,
@@ -309,10 +310,7 @@ def _metadata(*, required_source: bool = False, reserved: bool = False) -> Schem
         "additionalProperties": _METADATA_VALUE,
     }
     if reserved:
-        schema["properties"] = {
-            "serviceName": _nullable(_RESERVED),
-            "authSource": _nullable(_RESERVED),
-        }
+        schema["properties"] = {key: _nullable(_RESERVED) for key in RESERVED_METADATA}
     if required_source:
         schema["required"] = ["source"]
         schema["properties"] = {

@@ -22,7 +22,15 @@ from urllib.parse import parse_qsl
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.model import TlsSettings
 from fetcher.engine.types import EngineType
-from fetcher.services.shapes import SSL_MODES, is_valid_host
+from fetcher.services.shapes import (
+    CONFIG_NAME,
+    RESERVED_METADATA,
+    RESERVED_VALUE,
+    SSL_MODES,
+    Field,
+    Invalid,
+    is_valid_host,
+)
 
 __all__ = [
     "INTERNAL_NAMESPACE",
@@ -53,8 +61,6 @@ SUFFIXES = (
 )
 _PREFIX = "DATASOURCE_"
 _NAME = re.compile(r"[A-Z0-9_]+")
-_CONFIG_NAME = re.compile(r"[a-zA-Z0-9_-]{3,100}")
-_RESERVED_VALUE = re.compile(r"[A-Za-z0-9_.$-]{1,128}")
 _DEFAULT_PORTS: Mapping[EngineType, int] = {
     EngineType.POSTGRESQL: 5432,
     EngineType.MYSQL: 3306,
@@ -69,6 +75,14 @@ _DB_FORBIDDEN = frozenset("?#;=/\x00")
 def internal_connection_id(config_name: str) -> str:
     """§9.4: UUIDv5 of ``"/" + configName`` in :data:`INTERNAL_NAMESPACE`."""
     return str(uuid.uuid5(INTERNAL_NAMESPACE, "/" + config_name))
+
+
+def _exactly(field: Field[str], value: str) -> bool:
+    """``value`` passes the API's rule for ``field`` as it is (settings are not trimmed)."""
+    try:
+        return field.check(value) == value
+    except Invalid:
+        return False
 
 
 class _Problem(Exception):
@@ -138,7 +152,7 @@ class _Definition:
 
     def descriptor(self) -> ConnectionDescriptor:
         config_name = self.require("CONFIG_NAME")
-        if _CONFIG_NAME.fullmatch(config_name) is None:
+        if not _exactly(CONFIG_NAME, config_name):
             raise _Problem(
                 "CONFIG_NAME must be 3 to 100 characters: alphanumerics, underscores, hyphens"
             )
@@ -243,9 +257,9 @@ class _Definition:
         except ValueError:
             raise _Problem("OPTIONS must be k=v pairs joined with &") from None
         metadata: dict[str, object] = dict(pairs)
-        for key in ("serviceName", "authSource"):
+        for key in RESERVED_METADATA:
             value = metadata.get(key)
-            if value is not None and _RESERVED_VALUE.fullmatch(str(value)) is None:
+            if value is not None and not _exactly(RESERVED_VALUE, str(value)):
                 raise _Problem(f"OPTIONS {key} contains invalid characters")
         if kind is EngineType.ORACLE and not metadata.get("serviceName"):
             raise _Problem("OPTIONS serviceName is required for oracle")
