@@ -1,0 +1,127 @@
+"""Each field of ``fetcher.services.shapes`` is declared once: its JSON Schema accepts exactly the
+values its check accepts (checked with ``jsonschema_rs``, the validator schemathesis uses).
+
+U+0000 is left out of the generated text: §2.1 refuses it while parsing the body, before any
+field check runs, and every string schema refuses it (asserted separately).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema_rs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fetcher.services import shapes
+from fetcher.services.shapes import Field, Invalid
+
+#: Letters, digits, the separators the rules name, whitespace of several kinds, non-ASCII.
+_CHARS = st.sampled_from([*"aZ9_-.$/?#;=:@ ", "\t", "\n", "\u2003", "\x85", "é", "\u3000"])
+
+TEXT_FIELDS: dict[str, Field[Any]] = {
+    "configName": shapes.CONFIG_NAME,
+    "userName": shapes.USER_NAME,
+    "password": shapes.PASSWORD,
+    "databaseName": shapes.DATABASE_NAME,
+    "schema": shapes.SCHEMA,
+    "reserved": shapes.RESERVED_VALUE,
+    "host": shapes.HOST,
+}
+
+
+def _accepts(field: Field[Any], value: object) -> bool:
+    try:
+        field.check(value)
+    except Invalid:
+        return False
+    return True
+
+
+def _valid(field: Field[Any], value: object) -> bool:
+    return bool(jsonschema_rs.Draft202012Validator(field.schema).is_valid(value))
+
+
+def _texts(max_size: int) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.text(_CHARS, max_size=max_size),
+        st.builds(
+            lambda pad, core, end: pad + core + end,
+            st.text(st.sampled_from(" \t"), max_size=2),
+            st.text(st.sampled_from("ab9_-"), min_size=1, max_size=max_size),
+            st.text(st.sampled_from(" \t"), max_size=2),
+        ),
+    )
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_FIELDS))
+@settings(max_examples=300, deadline=None)
+@given(value=_texts(12))
+def test_schema_accepts_what_the_check_accepts(name: str, value: str) -> None:
+    field = TEXT_FIELDS[name]
+    assert _valid(field, value) == _accepts(field, value), repr(value)
+
+
+@pytest.mark.parametrize(
+    ("name", "limit"),
+    [("configName", 100), ("userName", 128), ("password", 1024), ("databaseName", 255)],
+)
+def test_length_limits_agree(name: str, limit: int) -> None:
+    field = TEXT_FIELDS[name]
+    for value in ("a" * limit, "a" * (limit + 1), " " + "a" * limit + " "):
+        assert _valid(field, value) == _accepts(field, value), (name, len(value))
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_FIELDS))
+def test_every_string_schema_refuses_nul(name: str) -> None:
+    assert not _valid(TEXT_FIELDS[name], "ab\x00cd")
+
+
+@pytest.mark.parametrize("value", [0, 1, 5432, 65535, 65536, -1, True, False, None, "5432"])
+def test_port(value: object) -> None:
+    assert _valid(shapes.PORT, value) == _accepts(shapes.PORT, value)
+
+
+@pytest.mark.parametrize("value", ["-----BEGIN C", "-----BEGIN", " -----BEGIN C", "PEM", 5])
+def test_pem_text(value: object) -> None:
+    field = shapes.pem("ca")
+    assert _valid(field, value) == _accepts(field, value)
+
+
+def test_pem_absent_values_are_none() -> None:
+    assert shapes.pem("key").check(None) is None
+    assert shapes.pem("key").check("") is None
+
+
+def test_required_fields_follow_the_table() -> None:
+    assert shapes.required_fields("POSTGRESQL") == [
+        "configName",
+        "type",
+        "host",
+        "port",
+        "databaseName",
+        "userName",
+        "password",
+    ]
+    assert shapes.required_fields("SQLITE") == ["configName", "type", "databaseName"]
+    assert shapes.required_fields("MONGODB") == [
+        "configName",
+        "type",
+        "host",
+        "port",
+        "databaseName",
+    ]
+    assert shapes.required_fields(None) == shapes.required_fields("ORACLE")
+
+
+def test_connection_types_come_from_the_literal() -> None:
+    assert shapes.CONNECTION_TYPES == (
+        "POSTGRESQL",
+        "MYSQL",
+        "SQL_SERVER",
+        "ORACLE",
+        "MONGODB",
+        "SQLITE",
+    )
+    assert set(shapes.SSL_MODES) == set(shapes.CONNECTION_TYPES) - {shapes.SQLITE}
