@@ -22,7 +22,13 @@ from fetcher.services.connections import ListRequest
 from fetcher.services.errors import ApiError
 from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.records import EventType
-from fetcher.services.shapes import FEED_CURSOR_PATTERN, QUERY_INT_DIGITS, UUID_PATTERN
+from fetcher.services.shapes import (
+    FEED_CURSOR_PATTERN,
+    MAX_METADATA_FILTER_VALUE,
+    MAX_METADATA_KEY,
+    QUERY_INT_DIGITS,
+    UUID_PATTERN,
+)
 
 __all__ = [
     "FeedQuery",
@@ -130,8 +136,11 @@ def _metadata_filters(params: QueryParams) -> list[tuple[str, str]]:
         if not name.startswith("metadata.") or not value:
             continue
         key = name.removeprefix("metadata.")
-        if not 1 <= len(key) <= 100 or len(value) > 256:
-            raise _bad_query("metadata filter keys are 1-100 and values at most 256 characters")
+        if not 1 <= len(key) <= MAX_METADATA_KEY or len(value) > MAX_METADATA_FILTER_VALUE:
+            raise _bad_query(
+                f"metadata filter keys are 1-{MAX_METADATA_KEY} and values at most "
+                f"{MAX_METADATA_FILTER_VALUE} characters"
+            )
         pairs.append((key, value))
     return pairs
 
@@ -203,7 +212,7 @@ def parse_feed_query(params: QueryParams) -> FeedQuery:
     if wait_raw is not None and (
         _QUERY_INT.fullmatch(wait_raw) is None or int(wait_raw) > MAX_FEED_WAIT
     ):
-        raise _bad_query("wait must be an integer from 0 to 30")
+        raise _bad_query(f"wait must be an integer from 0 to {MAX_FEED_WAIT}")
     return FeedQuery(
         after=int(after_raw) if after_raw is not None else None,
         limit=limit,

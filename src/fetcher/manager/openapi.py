@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from fetcher.engine import Limits
 from fetcher.engine.filters.parse import MAX_LIKE_PATTERN, MAX_OPERATOR_VALUES
 from fetcher.engine.limits import LIMIT_NAMES
+from fetcher.manager.schemas import parameter
 from fetcher.services import shapes
 from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.shapes import (
@@ -36,6 +37,7 @@ from fetcher.services.shapes import (
     CONNECTION_TYPES,
     CREDENTIALS,
     FEED_CURSOR_PATTERN,
+    MAX_METADATA_FILTER_VALUE,
     MAX_METADATA_KEY,
     MAX_METADATA_VALUE,
     MAX_TABLE_NAME,
@@ -150,26 +152,17 @@ def product_header_parameter(*, required: bool) -> Schema:
     )
     if not required:
         description += " Optional: when present it filters the list by product."
-    return {
-        "name": "X-Product-Name",
-        "in": "header",
-        "required": required,
-        "description": description,
-        "schema": string(_PRODUCT),
-    }
+    return parameter(
+        "X-Product-Name", "header", description, required=required, schema=string(_PRODUCT)
+    )
 
 
 def _path_id(what: str) -> Schema:
-    return {
-        "name": "id",
-        "in": "path",
-        "required": True,
-        "description": (
-            f"{what.capitalize()} ID: a canonical hyphenated UUID in any letter case. "
-            f"Anything else → 400 FET-0404 `invalid {what} id`."
-        ),
-        "schema": string(f"^{UUID_PATTERN}$"),
-    }
+    description = (
+        f"{what.capitalize()} ID: a canonical hyphenated UUID in any letter case. "
+        f"Anything else → 400 FET-0404 `invalid {what} id`."
+    )
+    return parameter("id", "path", description, schema=string(f"^{UUID_PATTERN}$"))
 
 
 CONNECTION_ID = _path_id("connection")
@@ -177,13 +170,7 @@ JOB_ID = _path_id("job")
 
 
 def _query(name: str, description: str, schema: Schema) -> Schema:
-    return {
-        "name": name,
-        "in": "query",
-        "required": False,
-        "description": description,
-        "schema": schema,
-    }
+    return parameter(name, "query", description, schema=schema)
 
 
 # --- list and feed query parameters (§2.6.2, §2.12) ---------------------------------------
@@ -234,7 +221,7 @@ LIST_DESCRIPTION = (
     "Unknown query parameters are ignored and empty values are treated as absent. "
     "`metadata.<key>=<value>` parameters (several are ANDed) match connections whose "
     "`metadata[key]` is that string, or a number or boolean with that JSON text; a key over "
-    "100 or a value over 256 characters → 400 FET-0405."
+    f"{MAX_METADATA_KEY} or a value over {MAX_METADATA_FILTER_VALUE} characters → 400 FET-0405."
 )
 
 

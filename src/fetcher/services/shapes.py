@@ -30,6 +30,7 @@ __all__ = [
     "FEED_CURSOR_PATTERN",
     "HOST",
     "MAX_FIELD_NAME",
+    "MAX_METADATA_FILTER_VALUE",
     "MAX_METADATA_KEY",
     "MAX_METADATA_VALUE",
     "MAX_TABLE_NAME",
@@ -122,6 +123,8 @@ def required_fields(kind: str | None) -> list[str]:
 
 MAX_METADATA_KEY = 100
 MAX_METADATA_VALUE = 2000
+#: §2.6.2: a ``metadata.<key>=<value>`` list filter's value is at most 256 characters.
+MAX_METADATA_FILTER_VALUE = 256
 #: §3.2: table keys and field entries are at most 256 characters.
 MAX_TABLE_NAME = 256
 MAX_FIELD_NAME = 256
