@@ -351,7 +351,7 @@ class ConnectionService:
 
     async def create(self, body: Mapping[str, object], product: str) -> ConnectionRecord:
         """§2.6.1 steps 3–7 (the header and body parse ran in the host)."""
-        record = self._new_record(self._validated(body), product)
+        record = self._new_record(self._validated(body), body, product)
         await self._write(self.store.insert_connection(record))
         return record
 
@@ -390,34 +390,23 @@ class ConnectionService:
         except ConflictError:
             raise _name_taken() from None
 
-    def _new_record(self, data: ConnectionInput, product: str) -> ConnectionRecord:
+    def _new_record(
+        self, data: ConnectionInput, body: Mapping[str, object], product: str
+    ) -> ConnectionRecord:
+        """A new record: the validated input applied to an empty one, as a PATCH applies it
+        to a stored one (:meth:`_merged_record`), so both write the same fields."""
         now = self.clock.now()
-        connection_id = new_id()
-        ssl = data.ssl
-        return ConnectionRecord(
-            id=connection_id,
-            product_name=product,
+        empty = ConnectionRecord(
+            id=new_id(),
             config_name=data.config_name,
             type=data.type,
-            host=data.host,
-            port=data.port,
             database_name=data.database_name,
-            schema=data.schema,
-            user_name=data.user_name,
-            password_encrypted=(
-                self.cipher.encrypt(data.password, connection_id) if data.password else None
-            ),
-            ssl_mode=ssl.mode if ssl else None,
-            ssl_ca=ssl.ca if ssl else None,
-            ssl_cert=ssl.cert if ssl else None,
-            ssl_key_encrypted=(
-                self.cipher.encrypt(ssl.key, connection_id) if ssl and ssl.key else None
-            ),
-            encryption_key_version=self.cipher.version,
-            metadata=dict(data.metadata),  # type: ignore[arg-type]
             created_at=now,
             updated_at=now,
+            product_name=product,
+            encryption_key_version=self.cipher.version,
         )
+        return self._merged_record(empty, data, body, now)
 
     def _check_host_literal(self, host: str | None) -> None:
         """§2.9 host-literal layer (create, PATCH) when the guard is on."""
@@ -507,16 +496,22 @@ class ConnectionService:
         if await self.store.has_active_jobs(record.config_name):
             raise _active_jobs("update")
         data = self._validated(body, record)
-        updated = self._merged_record(record, data, body)
+        updated = self._merged_record(record, data, body, self.clock.now())
         if not await self._write(self.store.update_connection(updated)):
             raise not_found("connection")
         self.schema_cache.invalidate(record.config_name, updated.config_name)
         return connection_response(updated)
 
     def _merged_record(
-        self, record: ConnectionRecord, data: ConnectionInput, body: Mapping[str, object]
+        self,
+        record: ConnectionRecord,
+        data: ConnectionInput,
+        body: Mapping[str, object],
+        now: datetime,
     ) -> ConnectionRecord:
-        """The PATCHed record: secrets re-encrypted only when sent; SQLITE clears credentials."""
+        """``record`` with ``data`` applied: secrets encrypted only when sent (kept ones stay,
+        re-keyed with a version change); SQLITE clears credentials; ``ssl`` replaced only when
+        sent."""
         password, ssl_key, version = self._patched_secrets(record, data, body)
         ssl_sent = "ssl" in body
         ssl = data.ssl
@@ -536,13 +531,13 @@ class ConnectionService:
             ssl_key_encrypted=ssl_key,
             encryption_key_version=version,
             metadata=dict(data.metadata),  # type: ignore[arg-type]
-            updated_at=self.clock.now(),
+            updated_at=now,
         )
 
     def _patched_secrets(
         self, record: ConnectionRecord, data: ConnectionInput, body: Mapping[str, object]
     ) -> tuple[str | None, str | None, str]:
-        """``(password, ssl key, key version)`` ciphertexts after a PATCH.
+        """``(password, ssl key, key version)`` ciphertexts after a create or PATCH.
 
         A sent value is encrypted under the current key. A kept value stays as stored, unless
         the record's key version changes with this PATCH: then it is re-encrypted too, so one
