@@ -23,8 +23,12 @@
 * Values (§5.3): DECIMAL, DATE, DATETIME, TIMESTAMP and TIME arrive as the server's text (the
   driver's decoders for them are removed), so decimals keep their exact digits and scale, zero
   dates stay ``0000-00-00``/``0000-00-00 00:00:00``, and timestamps are rewritten to RFC 3339
-  by slicing; JSON is parsed with exact numbers; binary strings, BLOBs and BIT are base64; YEAR
-  is an integer; ENUM and SET are strings.
+  by slicing; JSON is parsed with exact numbers, a whole column per batch; binary strings,
+  BLOBs and BIT are base64; YEAR is an integer; ENUM and SET are strings.
+* Batches are :class:`~fetcher.adapters.fastjson.FastRowBatch` columns, which write their own
+  §5.4 bytes through orjson (speed, issue 12); JSON columns are marked (``json_columns``) and
+  hold no ``float`` (fractions are orjson fragments or ``ExactNumber``), so their nested values
+  take that path too.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
+from functools import partial
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self
 from uuid import UUID
 
 import asyncmy
@@ -48,6 +53,7 @@ from asyncmy.constants import CLIENT, FIELD_TYPE
 from asyncmy.converters import conversions as _stock_conversions
 from asyncmy.cursors import SSCursor
 
+from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DEFAULT_BATCH_SIZE,
@@ -57,12 +63,11 @@ from fetcher.adapters.sql._common import (
     mysql_schema_excluded,
     translate_errors,
 )
-from fetcher.engine.document import RowBatch
 from fetcher.engine.filters.sql import dialect_for, render_select
 from fetcher.engine.model import ConnectionDescriptor, TlsSettings
 from fetcher.engine.ports import Row, TableQuery
 from fetcher.engine.types import Column, DiscoveredSchema, EngineType, TableSchema, TypeFamily
-from fetcher.engine.values import encode_bytes, encode_value, parse_json_exact
+from fetcher.engine.values import encode_bytes, encode_value, parse_json_exact_fractions
 
 __all__ = [
     "MysqlConnector",
@@ -174,12 +179,28 @@ def time_text(value: str) -> str:
 
 
 def _json(value: object) -> object:
-    """JSON text parsed with exact numbers; text that is not JSON (a MariaDB ``longtext``
-    whose check was dropped later) stays a string."""
+    """JSON text parsed with exact numbers, fractions as ``ExactNumber`` (no ``float``); text
+    that is not JSON (a MariaDB ``longtext`` whose check was dropped later) stays a string."""
     try:
-        return parse_json_exact(value if isinstance(value, str | bytes) else str(value))
+        return parse_json_exact_fractions(value if isinstance(value, str | bytes) else str(value))
     except ValueError:
         return value
+
+
+_TEXT_COLUMN: Final = frozenset({str, type(None)})
+
+
+def _json_column(values: Sequence[Any]) -> list[object]:
+    """A JSON column of one batch: all texts parsed in one C-scanner call (fractions as orjson
+    fragments, see :func:`~fetcher.adapters.fastjson.parse_json_column`); the value-by-value
+    :func:`_json` when a value is not text or not JSON. MySQL and MariaDB may print ``-0`` or
+    exponents (MariaDB keeps the text as written), so integers keep their text check."""
+    if _TEXT_COLUMN.issuperset(map(type, values)):
+        try:
+            return parse_json_column(values, canonical_ints=False)
+        except ValueError:
+            pass
+    return _convert_column(values, _json)
 
 
 def _other(value: object) -> object:
@@ -192,7 +213,6 @@ _CONVERTERS: dict[TypeFamily, Callable[[Any], object]] = {
     TypeFamily.TIMESTAMP: datetime_text,
     TypeFamily.TIMESTAMPTZ: datetime_text,
     TypeFamily.TIME: time_text,
-    TypeFamily.JSON: _json,
     TypeFamily.BYTES: encode_bytes,
     TypeFamily.OTHER: _other,
 }
@@ -208,14 +228,37 @@ def _convert_column(values: Sequence[Any], convert: Callable[[Any], object]) -> 
     return [None if value is None else convert(value) for value in values]
 
 
+_AS_DECODED: Final = frozenset({str, int, type(None)})
+
+
+def _other_column(values: Sequence[Any]) -> Sequence[object]:
+    """A column of another type (``UUID``, ``INET6``, ``GEOMETRY`` text, …): when every value is
+    text or an integer it is final as it is, with no Python step per value (the driver decodes
+    text strictly, so a string never holds a lone surrogate for ``encode_text`` to replace);
+    else each value through ``_other``."""
+    if _AS_DECODED.issuperset(map(type, values)):
+        return values
+    return _convert_column(values, _other)
+
+
+def _column_converter(column: Column) -> Callable[[Sequence[Any]], Sequence[object]] | None:
+    """How one column of a batch is finished; ``None``: the driver values are final."""
+    if column.family is TypeFamily.JSON:
+        return _json_column
+    if column.family is TypeFamily.OTHER:
+        return _other_column
+    convert = _converter(column)
+    return None if convert is None else partial(_convert_column, convert=convert)
+
+
 def _columns(
     rows: Sequence[Sequence[Any]],
     width: int,
-    converters: Sequence[tuple[int, Callable[[Any], object]]],
+    converters: Sequence[tuple[int, Callable[[Sequence[Any]], Sequence[object]]]],
 ) -> list[Sequence[object]]:
     columns: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else [()] * width
     for index, convert in converters:
-        columns[index] = _convert_column(columns[index], convert)
+        columns[index] = convert(columns[index])
     return columns
 
 
@@ -538,14 +581,17 @@ class MysqlConnector:
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
         """Rows through an unbuffered server-side cursor, ``batch_size`` at a time, as
-        :class:`~fetcher.engine.document.RowBatch` columns encoded per §5.3."""
+        :class:`~fetcher.adapters.fastjson.FastRowBatch` columns encoded per §5.3."""
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)
         names = tuple(column.name for column in query.columns)
         converters = [
             (index, convert)
             for index, column in enumerate(query.columns)
-            if (convert := _converter(column)) is not None
+            if (convert := _column_converter(column)) is not None
+        ]
+        json_columns = [
+            index for index, column in enumerate(query.columns) if column.family is TypeFamily.JSON
         ]
         finished = False
         cursor = conn.cursor(SSCursor)
@@ -553,7 +599,8 @@ class MysqlConnector:
             with map_mysql_errors(Phase.QUERY, self._name):
                 await cursor.execute(sql, params)
                 while batch := await self._fetch(conn, cursor):
-                    yield RowBatch(names, _columns(batch, len(names), converters))
+                    columns = _columns(batch, len(names), converters)
+                    yield FastRowBatch(names, columns, json_columns=json_columns)
                 await cursor.close()
                 finished = True
         finally:
