@@ -86,6 +86,25 @@ async def test_store_default_checkout_waits_out_a_short_outage(
         await outage
 
 
+async def test_a_busy_store_waits_for_a_connection_instead_of_failing_fast(
+    store_proxy: tuple[ChaosProxy, str],
+) -> None:
+    """The short checkout bound is for an unreachable database only: with every pooled
+    connection in use by a slow statement and the database fine, a request waits for one
+    (as before) and the pool is not renewed (no reconnection churn under load)."""
+    _, dsn = store_proxy
+    async with PostgresMetadataStore(dsn, max_size=1, checkout_timeout=0.3) as store:
+        await store.ping()
+        pool = store._pool
+        busy = asyncio.create_task(store._fetchone("SELECT pg_sleep(1.5) AS slept"))
+        await asyncio.sleep(0.2)
+        began = time.monotonic()
+        await store.ping()  # waits ≈ 1.3 s for the one connection
+        assert time.monotonic() - began > 0.8
+        await busy
+        assert store._pool is pool
+
+
 async def test_work_publisher_recovers_within_two_seconds_of_a_broker_outage() -> None:
     import aio_pika
 

@@ -140,7 +140,8 @@ class PostgresMetadataStore:
         connect_timeout: float = 10.0,
         checkout_timeout: float | None = None,
     ) -> None:
-        """``checkout_timeout`` bounds the wait for a pooled connection (default
+        """``checkout_timeout`` bounds the wait for a pooled connection while the database is
+        unreachable (default ``connect_timeout``; a merely busy pool always waits up to
         ``connect_timeout``). The Manager passes a short one: with the store unreachable it
         must answer ``503 FET-0003`` quickly (§2.3), while a Worker rides out a short outage
         before its §7.4 row 7 retries start."""
@@ -152,6 +153,7 @@ class PostgresMetadataStore:
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._process_lock: Conn | None = None
         self._recovery: asyncio.Task[None] | None = None
+        self._pool_errors = 0  # the current pool's connection errors seen so far
         self._retired: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
@@ -217,29 +219,51 @@ class PostgresMetadataStore:
                 async with AsyncExitStack() as stack:
                     conn = await self._checkout(stack)
                     yield conn
-        except StoreUnavailableError:
-            self._start_recovery()
+        except StoreUnavailableError as exc:
+            # A broken connection means an outage; a pool timeout only when the pool also
+            # failed to connect (else the database is fine and merely busy).
+            if not isinstance(exc.__cause__, PoolTimeout | PoolClosed) or self._pool_failing():
+                self._start_recovery()
             raise
 
+    def _recovering(self) -> bool:
+        return self._recovery is not None and not self._recovery.done()
+
+    def _pool_failing(self) -> bool:
+        """True when the current pool failed to open a connection since the last look."""
+        pool = self._pool
+        if pool is None:
+            return False
+        errors = int(pool.get_stats().get("connections_errors", 0))
+        failing, self._pool_errors = errors > self._pool_errors, errors
+        return failing
+
     async def _checkout(self, stack: AsyncExitStack) -> Conn:
-        """A pooled connection within ``checkout_timeout``, waiting in short slices so that a
-        pool replaced by recovery is used at once (PoolTimeout/PoolClosed are mapped by the
-        caller when the time is up)."""
+        """A pooled connection, waiting in short slices so that a pool replaced by recovery is
+        used at once. The wait is ``connect_timeout`` while the database is only busy, and the
+        short ``checkout_timeout`` once it is known unreachable (recovery running): an
+        exhausted pool under load keeps waiting as before, an outage fails fast
+        (PoolTimeout/PoolClosed are mapped by the caller when the time is up)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._checkout_timeout
+        began = loop.time()
         while True:
             pool = self._pool
             if pool is None:
                 raise StoreUnavailableError("metadata store is not open")
-            remaining = deadline - loop.time()
+            if self._pool_failing():
+                self._start_recovery()
+            bound = self._checkout_timeout if self._recovering() else self._connect_timeout
+            remaining = began + bound - loop.time()
             try:
                 return await stack.enter_async_context(
                     pool.connection(timeout=max(0.01, min(CHECKOUT_SLICE_SECONDS, remaining)))
                 )
             except (PoolTimeout, PoolClosed):
-                if loop.time() >= deadline:
+                if self._pool_failing():
+                    self._start_recovery()
+                bound = self._checkout_timeout if self._recovering() else self._connect_timeout
+                if loop.time() >= began + bound:
                     raise
-                self._start_recovery()
 
     # -- recovery after an outage ------------------------------------------------------------
 
@@ -259,7 +283,7 @@ class PostgresMetadataStore:
                 with suppress(StoreUnavailableError):
                     fresh = await self._new_pool()
             if fresh is not None:
-                old, self._pool = self._pool, fresh
+                old, self._pool, self._pool_errors = self._pool, fresh, 0
                 if old is not None:  # users of the old pool finish, then it closes
                     retired = asyncio.create_task(old.close(timeout=self._connect_timeout))
                     self._retired.add(retired)
