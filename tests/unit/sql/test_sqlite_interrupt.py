@@ -15,7 +15,7 @@ import pytest
 from fetcher.adapters.sql import sqlite as sqlite_module
 from fetcher.adapters.sql.sqlite import SQLITE_READ_THREADS, SqliteConnector, sqlite_busy_threads
 from fetcher.engine.ports import TableQuery
-from fetcher.engine.types import DiscoveredSchema
+from fetcher.engine.types import Column, DiscoveredSchema, TableSchema, TypeFamily
 from tests.unit.sql.helpers import descriptor
 
 # A view whose first row needs ~10^12 recursion steps: hours, unless interrupted.
@@ -119,3 +119,40 @@ async def test_the_pool_is_bounded(slow_database: Path, allowed_dir: Path) -> No
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     await wait_released()
+
+
+async def test_a_read_cancelled_before_its_statement_starts_never_runs_it(
+    slow_database: Path, allowed_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``interrupt()`` only stops a statement that is running. A pool thread that has taken
+    the call but not yet begun the statement when the read is cancelled (a descheduled thread
+    under load: seen as a hung suite) must still not run it for ever."""
+    started = threading.Event()
+    original = sqlite_module._POOL.run
+
+    def late_start(fn: Callable[[], object]) -> object:
+        def delayed() -> object:
+            started.set()
+            time.sleep(0.3)  # the cancellation and its interrupt() land here
+            return fn()
+
+        return original(delayed)
+
+    async with SqliteConnector(descriptor(slow_database), allowed_dir=str(allowed_dir)) as conn:
+        # The view's one column, as discovery reports it.
+        table = TableSchema(
+            schema="main", name="slow", columns=(Column("n", TypeFamily.INTEGER, ""),)
+        )
+        monkeypatch.setattr(sqlite_module._POOL, "run", late_start)
+        reader = asyncio.create_task(_first_batch(conn, table))
+        assert await poll(started.is_set)
+        reader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(reader, RELEASE_SECONDS)
+        await wait_released()
+        monkeypatch.undo()
+
+
+async def _first_batch(conn: SqliteConnector, table: TableSchema) -> None:
+    async for _ in conn.stream(TableQuery(table, table.columns, ())):
+        pytest.fail("the slow view produced a row")

@@ -340,6 +340,8 @@ def sqlite_param(value: object) -> object:
 
 #: §13 "Blocking work": the bound of the SQLite datasource read pool (per process).
 SQLITE_READ_THREADS = 4
+#: SQLite calls the abandonment check every this many virtual-machine steps (microseconds).
+_ABANDON_CHECK_STEPS = 10_000
 
 
 class _ReadPool:
@@ -475,6 +477,11 @@ class SqliteConnector:
         self._forbidden = tuple(forbidden_paths)
         self._batch_size = batch_size
         self._db: sqlite3.Connection | None = None
+        #: Set once a call is cancelled or timed out. ``Connection.interrupt()`` only stops a
+        #: statement that is already running; a call still queued for a pool thread, or about
+        #: to start its statement, would miss it and run for ever. The progress handler sees
+        #: this flag from inside every statement, whenever it starts.
+        self._abandoned = threading.Event()
 
     @property
     def _name(self) -> str:
@@ -488,6 +495,7 @@ class SqliteConnector:
             checked = await _in_pool(lambda: check_location(database, allowed, forbidden))
             with map_sqlite_errors(Phase.CONNECT, self._name):
                 self._db = await _in_pool(lambda: _open(checked))
+            self._db.set_progress_handler(self._abandoned.is_set, _ABANDON_CHECK_STEPS)
         except _LocationRejected:
             raise engine_error(Phase.CONNECT, self._name, LOCATION_DETAIL) from None
         return self
@@ -517,7 +525,8 @@ class SqliteConnector:
             async with asyncio.timeout(seconds):
                 return await _in_pool(fn)
         except (TimeoutError, asyncio.CancelledError):
-            db.interrupt()
+            self._abandoned.set()  # a statement that has not started yet stops at its start
+            db.interrupt()  # one that runs stops now
             raise
 
     async def probe(self) -> None:
