@@ -162,9 +162,24 @@ class WorkHandler:
         except StoreUnavailableError:
             await self._retry(delivery)
             return None
-        await delivery.ack()  # §4.2: right after the claim; the row is the record from now on
+        await self._ack_after_claim(delivery, claimed=claimed)
         log.info("job claimed" if claimed else "work message acknowledged: job not pending")
         return job_id if claimed else None
+
+    @staticmethod
+    async def _ack_after_claim(delivery: Delivery, *, claimed: bool) -> None:
+        """§4.2: ack right after the claim; from then on the job row is the only record. An ack
+        that fails (the broker connection dropped meanwhile) must not strand a claimed job in
+        ``processing`` until the reaper: the job runs anyway, and the redelivered copy is
+        acknowledged and dropped by the claim CAS (§7.4 row 6)."""
+        try:
+            await delivery.ack()
+        except Exception as exc:
+            log.warning(
+                "work message ack failed after the claim (%s)%s",
+                type(exc).__name__,
+                "; the job runs and its redelivery will be dropped" if claimed else "",
+            )
 
     async def _retry(self, delivery: Delivery) -> None:
         """§7.4 row 7: republish re-signed with ``x-retry-count`` + 1 after 1, 2, 4 s."""

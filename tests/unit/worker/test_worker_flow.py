@@ -256,3 +256,26 @@ async def test_a_decimal_t_with_leading_zeros_is_verified_as_sent(world: World) 
     job = await world.store.get_job(job_id)
     assert job is not None
     assert job.status == "completed"
+
+
+class BrokenAckDelivery(FakeDelivery):
+    """A delivery whose channel died between the claim and the ack (found by the chaos suite)."""
+
+    async def ack(self) -> None:
+        raise ConnectionError("channel is closed")
+
+
+async def test_a_failed_ack_after_the_claim_still_runs_the_job(world: World) -> None:
+    """§4.2/§7.4 row 8: the claim, not the ack, is the record. A claimed job whose ack fails
+    completes now instead of waiting in ``processing`` for the reaper, and its redelivery is
+    acked and dropped by the claim CAS."""
+    job_id = await world.submit(MAPPED)
+    body, headers = world.publisher.work[-1]
+    await world.handler.handle(BrokenAckDelivery(body, dict(headers)))
+    job = await world.store.get_job(job_id)
+    assert job is not None
+    assert job.status == "completed"
+    redelivery = world.delivery()
+    await world.handler.handle(redelivery)
+    assert redelivery.outcome == "ack"
+    assert await world.relay.drain_all() == 1  # one job.completed, not two
