@@ -27,10 +27,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import secrets
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
@@ -53,6 +50,7 @@ from bson.timestamp import Timestamp
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
+from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DEFAULT_BATCH_SIZE,
@@ -186,42 +184,18 @@ def client_options(
     return options
 
 
-def _secret_dir() -> str:
-    """A tmpfs directory when one is usable (``/dev/shm``), else the system temp directory."""
-    shm = "/dev/shm"  # noqa: S108 - tmpfs on purpose (§11.2); files are O_EXCL and 0600
-    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return tempfile.gettempdir()
-
-
-def _write_secret_file(pem: str, paths: list[str]) -> str:
-    path = os.path.join(_secret_dir(), f"fetcher-{secrets.token_hex(16)}.pem")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags, 0o600)
-    paths.append(path)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(pem)
-    return path
-
-
 @contextmanager
 def tls_files(tls: TlsSettings | None) -> Iterator[dict[str, str]]:
     """§11.2: ``ca`` → one PEM file, ``cert`` + ``key`` → one combined PEM file, both unlinked
     on exit. Nothing is written when TLS is off."""
-    paths: list[str] = []
-    files: dict[str, str] = {}
-    try:
-        if tls is not None and tls.mode in _TLS_MODES_ON:
-            if tls.ca:
-                files["ca"] = _write_secret_file(tls.ca, paths)
-            if tls.cert and tls.key:
-                combined = tls.cert.rstrip("\n") + "\n" + tls.key
-                files["cert_key"] = _write_secret_file(combined, paths)
-        yield files
-    finally:
-        for path in paths:
-            with suppress(FileNotFoundError):
-                os.unlink(path)
+    wanted: list[tuple[str, str]] = []
+    if tls is not None and tls.mode in _TLS_MODES_ON:
+        if tls.ca:
+            wanted.append(("ca", tls.ca))
+        if tls.cert and tls.key:
+            wanted.append(("cert_key", tls.cert.rstrip("\n") + "\n" + tls.key))
+    with pem_files(*(pem for _, pem in wanted)) as paths:
+        yield {name: path for (name, _), path in zip(wanted, paths, strict=True)}
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ import datetime as dt
 import os
 import re
 import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from types import SimpleNamespace
 
@@ -19,6 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql import oracle
 from fetcher.adapters.sql._common import Phase, oracle_owner_excluded, oracle_table_excluded
 from fetcher.adapters.sql.oracle import (
@@ -261,24 +264,41 @@ def test_verify_without_ca_uses_the_system_store() -> None:
     assert len(context.get_ca_certs()) == len(default.get_ca_certs())
 
 
-def test_skip_verify_checks_nothing_and_loads_the_client_certificate() -> None:
+@pytest.fixture
+def written_pems(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of every temporary PEM file the Oracle module writes (§11.2)."""
+    written: list[str] = []
+
+    @contextmanager
+    def recording(*pems: str) -> Iterator[list[str]]:
+        with pem_files(*pems) as paths:
+            written.extend(paths)
+            assert all(os.stat(path).st_mode & 0o777 == 0o600 for path in paths)
+            yield paths
+
+    monkeypatch.setattr(oracle, "pem_files", recording)
+    return written
+
+
+def test_skip_verify_checks_nothing_and_loads_the_client_certificate(
+    written_pems: list[str],
+) -> None:
     cert, key = _cert_pair("client")
-    before = set(os.listdir(oracle._secret_dir()))
     context = tls_context(TlsSettings("skip-verify", cert=cert, key=key), "db.example.com")
     assert context is not None
     assert context.verify_mode is ssl.CERT_NONE
     assert context.check_hostname is False
-    leftovers = {n for n in set(os.listdir(oracle._secret_dir())) - before if "oracle" in n}
-    assert leftovers == set()  # the PEM files are unlinked right after loading
+    assert len(written_pems) == 2
+    assert not any(os.path.exists(p) for p in written_pems)  # unlinked right after loading
 
 
-def test_bad_client_key_fails_and_leaves_no_file() -> None:
+def test_bad_client_key_fails_and_leaves_no_file(written_pems: list[str]) -> None:
     cert, _key = _cert_pair("client")
     _other_cert, other_key = _cert_pair("other")
-    before = set(os.listdir(oracle._secret_dir()))
     with pytest.raises(ssl.SSLError):
         tls_context(TlsSettings("true", cert=cert, key=other_key), "db.example.com")
-    assert {n for n in set(os.listdir(oracle._secret_dir())) - before if "oracle" in n} == set()
+    assert len(written_pems) == 2
+    assert not any(os.path.exists(p) for p in written_pems)
 
 
 def test_unknown_mode_is_refused() -> None:

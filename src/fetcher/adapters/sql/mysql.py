@@ -34,11 +34,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import secrets
 import ssl
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -54,6 +51,7 @@ from asyncmy.converters import conversions as _stock_conversions
 from asyncmy.cursors import SSCursor
 
 from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
+from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DEFAULT_BATCH_SIZE,
@@ -314,32 +312,6 @@ class _PinnedNameContext(ssl.SSLContext):
         return super().wrap_bio(incoming, outgoing, server_side, name, session)
 
 
-def _secret_dir() -> str:
-    shm = "/dev/shm"  # noqa: S108 - tmpfs on purpose (§11.2); files are O_EXCL and 0600
-    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return tempfile.gettempdir()
-
-
-@contextmanager
-def _pem_files(*pems: str) -> Iterator[list[str]]:
-    """Each PEM in a fresh 0600 ``O_EXCL`` file (tmpfs when available), unlinked on exit."""
-    paths: list[str] = []
-    try:
-        for pem in pems:
-            path = os.path.join(_secret_dir(), f"fetcher-{secrets.token_hex(16)}.pem")
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-            fd = os.open(path, flags, 0o600)
-            paths.append(path)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(pem)
-        yield paths
-    finally:
-        for path in paths:
-            with suppress(FileNotFoundError):
-                os.unlink(path)
-
-
 def build_tls_context(tls: TlsSettings | None, host: str | None) -> ssl.SSLContext | None:
     """The SSLContext of §11.2 for ``tls`` (``None``: no TLS). ``host`` is the name used for SNI
     and, in mode ``true``, the hostname check. Raises ``ValueError`` for an unknown mode."""
@@ -362,7 +334,7 @@ def build_tls_context(tls: TlsSettings | None, host: str | None) -> ssl.SSLConte
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     if tls.cert:
-        with _pem_files(tls.cert, *([tls.key] if tls.key else [])) as paths:
+        with pem_files(tls.cert, *([tls.key] if tls.key else [])) as paths:
             context.load_cert_chain(paths[0], paths[1] if len(paths) > 1 else None)
     return context
 

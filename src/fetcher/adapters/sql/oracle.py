@@ -21,11 +21,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import secrets
 import ssl
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -35,6 +32,7 @@ from typing import Any, Self
 
 import oracledb
 
+from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DEFAULT_BATCH_SIZE,
@@ -236,33 +234,11 @@ class _NamedHostContext(ssl.SSLContext):
         return super().wrap_bio(incoming, outgoing, server_side, self.verify_name, session)
 
 
-def _secret_dir() -> str:
-    shm = "/dev/shm"  # noqa: S108 - tmpfs on purpose (§11.2); files are O_EXCL and 0600
-    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return tempfile.gettempdir()
-
-
-def _write_secret(pem: str, paths: list[str]) -> str:
-    path = os.path.join(_secret_dir(), f"fetcher-oracle-{secrets.token_hex(16)}.pem")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags, 0o600)
-    paths.append(path)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(pem)
-    return path
-
-
 def _load_client_cert(context: ssl.SSLContext, cert: str, key: str) -> None:
     """``ssl.cert``/``ssl.key`` into the context through 0600 temporary files (§11.2), unlinked
     as soon as OpenSSL has read them."""
-    paths: list[str] = []
-    try:
-        context.load_cert_chain(_write_secret(cert, paths), _write_secret(key, paths))
-    finally:
-        for path in paths:
-            with suppress(FileNotFoundError):
-                os.unlink(path)
+    with pem_files(cert, key) as (cert_path, key_path):
+        context.load_cert_chain(cert_path, key_path)
 
 
 def tls_context(tls: TlsSettings | None, host: str) -> ssl.SSLContext | None:

@@ -18,10 +18,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import secrets
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from decimal import Decimal, InvalidOperation
@@ -38,6 +36,7 @@ from psycopg.pq.abc import PGresult
 from psycopg.types.string import TextLoader
 
 from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
+from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DEFAULT_BATCH_SIZE,
@@ -563,40 +562,16 @@ def select_sql(query: TableQuery) -> tuple[str, list[object]]:
 # --------------------------------------------------------------------------------------------
 
 
-def _secret_dir() -> str:
-    """A tmpfs directory when one is usable (``/dev/shm``), else the system temp directory."""
-    shm = "/dev/shm"  # noqa: S108 - tmpfs on purpose (§11.2); files are O_EXCL and 0600
-    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return tempfile.gettempdir()
-
-
-def _write_secret_file(pem: str, paths: list[str]) -> str:
-    path = os.path.join(_secret_dir(), f"fetcher-{secrets.token_hex(16)}.pem")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags, 0o600)
-    paths.append(path)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(pem)
-    return path
-
-
 @contextmanager
 def tls_files(tls: TlsSettings | None) -> Iterator[dict[str, str]]:
     """libpq ``sslrootcert``/``sslcert``/``sslkey`` paths for the PEMs of ``tls``, unlinked on
     exit. Nothing is written when the mode is ``disable`` (or empty)."""
-    paths: list[str] = []
-    params: dict[str, str] = {}
-    try:
-        if tls is not None and (tls.mode or "disable") != "disable":
-            for param, pem in (("sslrootcert", tls.ca), ("sslcert", tls.cert), ("sslkey", tls.key)):
-                if pem:
-                    params[param] = _write_secret_file(pem, paths)
-        yield params
-    finally:
-        for path in paths:
-            with suppress(FileNotFoundError):
-                os.unlink(path)
+    wanted: list[tuple[str, str]] = []
+    if tls is not None and (tls.mode or "disable") != "disable":
+        pems = (("sslrootcert", tls.ca), ("sslcert", tls.cert), ("sslkey", tls.key))
+        wanted = [(param, pem) for param, pem in pems if pem]
+    with pem_files(*(pem for _, pem in wanted)) as paths:
+        yield {param: path for (param, _), path in zip(wanted, paths, strict=True)}
 
 
 def connect_kwargs(
