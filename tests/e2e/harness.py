@@ -272,6 +272,30 @@ class ProcessLauncher:
             await started.kill()
 
 
+@contextlib.asynccontextmanager
+async def embedded_fetcher(workdir: Path, **env: str) -> AsyncIterator[FetcherProcess]:
+    """A healthy embedded ``fetcher run`` on loopback without a broker: its metadata store and
+    result objects under ``workdir/state``, its logs under ``workdir/logs``; ``env`` adds or
+    replaces variables. Stopped by PID at the end (its logs checked for the master key)."""
+    base = {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "APP_ENC_KEY": MASTER_KEY,
+        "DATABASE_URL": f"sqlite:///{workdir / 'state' / 'meta.db'}",
+        "OBJECT_STORAGE_LOCAL_DIR": str(workdir / "state" / "objects"),
+        "READYZ_DRAIN_DELAY_SEC": "0",
+        "LOG_LEVEL": "warn",
+    }
+    logs = workdir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        launcher = ProcessLauncher({**base, **env}, logs, http, secrets=(MASTER_KEY,))
+        try:
+            yield await launcher.manager(FETCHER_MODE="embedded")
+        finally:
+            await launcher.stop_all()
+
+
 # --- the Manager API ---------------------------------------------------------------------------
 
 

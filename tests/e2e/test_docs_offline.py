@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import E2E
-from tests.e2e.harness import MASTER_KEY, ProcessLauncher
+from tests.e2e.harness import embedded_fetcher
 from tests.services import services_required
 
 pytestmark = E2E
@@ -101,36 +101,22 @@ def documented_operations(document: dict[str, Any]) -> set[tuple[str, str]]:
 
 async def test_docs_render_every_operation_without_network(tmp_path: Path) -> None:
     binary = chromium()
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "APP_ENC_KEY": MASTER_KEY,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'state' / 'meta.db'}",
-        "OBJECT_STORAGE_LOCAL_DIR": str(tmp_path / "state" / "objects"),
-        "READYZ_DRAIN_DELAY_SEC": "0",
-    }
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    async with httpx.AsyncClient(timeout=30.0) as client:
-        launcher = ProcessLauncher(env, logs, client, secrets=(MASTER_KEY,))
-        try:
-            process = await launcher.manager(FETCHER_MODE="embedded")
-            document = (await client.get(f"{process.base_url}/openapi.json")).json()
-            page = (await client.get(f"{process.base_url}/docs")).text
-            dom = await headless(
-                binary, tmp_path / "profile", "--dump-dom", f"{process.base_url}/docs"
-            )
-            screenshot = tmp_path / "docs.png"
-            await headless(
-                binary,
-                tmp_path / "profile-shot",
-                "--window-size=1280,1600",
-                "--hide-scrollbars",
-                f"--screenshot={screenshot}",
-                f"{process.base_url}/docs",
-            )
-        finally:
-            await launcher.stop_all()
+    async with (
+        embedded_fetcher(tmp_path, LOG_LEVEL="info") as process,
+        httpx.AsyncClient(timeout=30.0) as client,
+    ):
+        document = (await client.get(f"{process.base_url}/openapi.json")).json()
+        page = (await client.get(f"{process.base_url}/docs")).text
+        dom = await headless(binary, tmp_path / "profile", "--dump-dom", f"{process.base_url}/docs")
+        screenshot = tmp_path / "docs.png"
+        await headless(
+            binary,
+            tmp_path / "profile-shot",
+            "--window-size=1280,1600",
+            "--hide-scrollbars",
+            f"--screenshot={screenshot}",
+            f"{process.base_url}/docs",
+        )
 
     assert "cdn" not in page.lower()
     expected = documented_operations(document)

@@ -24,10 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
-
 from tests.e2e.conftest import E2E
-from tests.e2e.harness import MASTER_KEY, ProcessLauncher, Stack
+from tests.e2e.harness import Stack, embedded_fetcher
 
 pytestmark = E2E
 
@@ -114,24 +112,8 @@ async def test_the_measurement_sees_the_nagle_delay() -> None:
 
 
 async def test_embedded_kept_alive_requests_are_prompt(tmp_path: Path) -> None:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "APP_ENC_KEY": MASTER_KEY,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'state' / 'meta.db'}",
-        "OBJECT_STORAGE_LOCAL_DIR": str(tmp_path / "state" / "objects"),
-        "READYZ_DRAIN_DELAY_SEC": "0",
-        "LOG_LEVEL": "warn",
-    }
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    async with httpx.AsyncClient(timeout=30.0) as client:
-        launcher = ProcessLauncher(env, logs, client, secrets=(MASTER_KEY,))
-        try:
-            process = await launcher.manager(FETCHER_MODE="embedded")
-            times = await asyncio.to_thread(kept_alive_health_times, process.base_url)
-        finally:
-            await launcher.stop_all()
+    async with embedded_fetcher(tmp_path) as process:
+        times = await asyncio.to_thread(kept_alive_health_times, process.base_url)
     assert_prompt(times)
 
 

@@ -20,7 +20,7 @@ import pytest_asyncio
 
 from fetcher.cli.demo_data import build_sample_database
 from tests.e2e.conftest import E2E
-from tests.e2e.harness import MASTER_KEY, ProcessLauncher
+from tests.e2e.harness import embedded_fetcher
 
 pytestmark = E2E
 
@@ -43,28 +43,13 @@ async def embedded(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Pat
     db.execute(f"INSERT INTO {SECRET_TABLE} VALUES ('must-never-be-read')")
     db.commit()
     db.close()
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "APP_ENC_KEY": MASTER_KEY,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'state' / 'meta.db'}",
-        "OBJECT_STORAGE_LOCAL_DIR": str(tmp_path / "state" / "objects"),
-        "SQLITE_ALLOWED_DIR": str(allowed),
-        "READYZ_DRAIN_DELAY_SEC": "0",
-        "LOG_LEVEL": "warn",
-    }
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    async with httpx.AsyncClient(timeout=30.0) as http:
-        launcher = ProcessLauncher(env, logs, http, secrets=(MASTER_KEY,))
-        try:
-            process = await launcher.manager(FETCHER_MODE="embedded")
-            async with httpx.AsyncClient(
-                base_url=process.base_url, timeout=30.0, headers=PRODUCT_HEADERS
-            ) as client:
-                yield client, allowed, outside
-        finally:
-            await launcher.stop_all()
+    async with (
+        embedded_fetcher(tmp_path, SQLITE_ALLOWED_DIR=str(allowed)) as process,
+        httpx.AsyncClient(
+            base_url=process.base_url, timeout=30.0, headers=PRODUCT_HEADERS
+        ) as client,
+    ):
+        yield client, allowed, outside
 
 
 async def create(client: httpx.AsyncClient, name: str, path: Path) -> str:

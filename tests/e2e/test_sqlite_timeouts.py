@@ -22,7 +22,7 @@ import pytest_asyncio
 from fetcher.adapters.sql.sqlite import SQLITE_READ_THREADS
 from fetcher.cli.demo_data import build_sample_database
 from tests.e2e.conftest import E2E
-from tests.e2e.harness import MASTER_KEY, ProcessLauncher, eventually
+from tests.e2e.harness import embedded_fetcher, eventually
 
 pytestmark = E2E
 
@@ -49,36 +49,21 @@ async def embedded(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     db.execute(SLOW_VIEW)
     db.commit()
     db.close()
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "APP_ENC_KEY": MASTER_KEY,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'state' / 'meta.db'}",
-        "OBJECT_STORAGE_LOCAL_DIR": str(tmp_path / "state" / "objects"),
-        "SQLITE_ALLOWED_DIR": str(allowed),
-        "READYZ_DRAIN_DELAY_SEC": "0",
-        "LOG_LEVEL": "warn",
-    }
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    async with httpx.AsyncClient(timeout=30.0) as http:
-        launcher = ProcessLauncher(env, logs, http, secrets=(MASTER_KEY,))
-        try:
-            process = await launcher.manager(FETCHER_MODE="embedded")
-            async with httpx.AsyncClient(base_url=process.base_url, timeout=30.0) as client:
-                created = await client.post(
-                    "/v1/management/connections",
-                    headers={"X-Product-Name": "payments"},
-                    json={
-                        "configName": CONNECTION,
-                        "type": "SQLITE",
-                        "databaseName": str(database),
-                    },
-                )
-                assert created.status_code == 201, created.text
-                yield client
-        finally:
-            await launcher.stop_all()
+    async with (
+        embedded_fetcher(tmp_path, SQLITE_ALLOWED_DIR=str(allowed)) as process,
+        httpx.AsyncClient(base_url=process.base_url, timeout=30.0) as client,
+    ):
+        created = await client.post(
+            "/v1/management/connections",
+            headers={"X-Product-Name": "payments"},
+            json={
+                "configName": CONNECTION,
+                "type": "SQLITE",
+                "databaseName": str(database),
+            },
+        )
+        assert created.status_code == 201, created.text
+        yield client
 
 
 async def submit(client: httpx.AsyncClient, table: str, limits: dict[str, int]) -> str:
