@@ -27,7 +27,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from fetcher.bootstrap import Lifecycle, Runtime, build_runtime
 from fetcher.cli.logs import configure_logging
 from fetcher.cli.startup import FrontApp
-from fetcher.crypto import Redactor, redact
+from fetcher.crypto import Redactor
 from fetcher.settings import Mode, Settings, StartupRefused
 from fetcher.worker.health import create_health_app
 from fetcher.worker.main import recover_embedded_jobs, run_worker
@@ -156,7 +156,7 @@ async def _build_with_retry(
             wait = STARTUP_BACKOFF_SECONDS[min(attempt, len(STARTUP_BACKOFF_SECONDS) - 1)]
             log.warning(
                 "startup: a dependency is not reachable yet (%s); retrying in %ss",
-                redact(str(exc) or type(exc).__name__),
+                str(exc) or type(exc).__name__,
                 wait,
             )
             attempt += 1

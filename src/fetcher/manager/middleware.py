@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fetcher.crypto import redact
 from fetcher.manager.errors import error_body, internal_error, status_for
 from fetcher.manager.json_body import request_id_from
 from fetcher.services.errors import ApiError
@@ -235,7 +234,7 @@ class FetcherMiddleware:
         try:
             await self.app(scope, limited, send_wrapper)
         except Exception as exc:
-            log.error("unhandled error: %s: %s", type(exc).__name__, redact(str(exc)))
+            log.error("unhandled error: %s: %s", type(exc).__name__, exc)
             log.debug("unhandled error traceback", exc_info=True)
             if started_response:
                 return

@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from fetcher.crypto import redact
 from fetcher.services.events import signed_headers
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import MetadataStore
@@ -70,7 +69,7 @@ class OutboxRelay:
                     else:
                         await self.drain(min_age=timedelta(0))
                 except Exception as exc:  # the next tick retries; the rows stay in the outbox
-                    log.warning("outbox relay pass failed: %s", redact(str(exc)))
+                    log.warning("outbox relay pass failed: %s", exc)
 
     async def drain_all(self) -> int:
         """Publish every unsent row now (shutdown flush, embedded hand-off), after the relay
@@ -117,7 +116,7 @@ class OutboxRelay:
         try:
             await self.publisher.publish_event(event.routing_key, event.body, headers)
         except Exception as exc:
-            log.warning("event %s not published yet: %s", event.ce_id, redact(str(exc)))
+            log.warning("event %s not published yet: %s", event.ce_id, exc)
             return False
         self.metrics.events_published.labels(event.event_type).inc()
         log.info("event %s published", event.routing_key, extra={"job_id": event.job_id})

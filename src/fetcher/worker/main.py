@@ -14,7 +14,6 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from fetcher.bootstrap import Runtime, WorkerParts
-from fetcher.crypto import redact
 from fetcher.services.events import EventContext
 from fetcher.services.reaper import ABANDONED
 from fetcher.services.runtime_ports import Delivery
@@ -80,7 +79,7 @@ async def _handle(handler: WorkHandler, delivery: Delivery, gate: asyncio.Semaph
     try:
         await handler.handle(delivery)
     except Exception as exc:  # a bug must not stop the consumer; the reaper ends the job
-        log.error("work message handling failed: %s", redact(str(exc)))
+        log.error("work message handling failed: %s", exc)
     finally:
         gate.release()
 
@@ -97,7 +96,7 @@ async def _every(seconds: float, action: Callable[[], Awaitable[object]]) -> Non
         try:
             await action()
         except Exception as exc:
-            log.warning("periodic task failed: %s", redact(str(exc)))
+            log.warning("periodic task failed: %s", exc)
         await asyncio.sleep(seconds)
 
 
