@@ -28,7 +28,14 @@ from typing import Any, Self
 
 import psycopg
 
-from bench.worker_memory import ADMIN, FETCHER, KEY, _delete_broker_objects, _free_port
+from bench.worker_memory import (
+    ADMIN,
+    FETCHER,
+    KEY,
+    _delete_broker_objects,
+    _free_port,
+    distributed_env,
+)
 
 MARIADB_ROOT = ["mariadb", "-h", "127.0.0.1", "-P", "3306", "-u", "root"]
 PRODUCT = "bench"
@@ -155,26 +162,9 @@ class FetcherProcesses:
                 "DATABASE_URL": f"sqlite:///{self._dir / 'meta.db'}",
                 "OBJECT_STORAGE_LOCAL_DIR": str(self._dir / "objects"),
             }
-        return {
-            **env,
-            "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{self._meta_db}",
-            "RABBITMQ_HOST": "127.0.0.1",
-            "RABBITMQ_FETCHER_WORK_QUEUE": f"fetcher.bench.{self._suffix}",
-            "RABBITMQ_JOB_EVENTS_EXCHANGE": f"fetcher.bench.events.{self._suffix}",
-            "STREAMING_ENABLED": "true",
-            "STREAMING_CLOUDEVENTS_SOURCE": "//lerian.fetcher/bench",
-            "OBJECT_STORAGE_ENDPOINT": os.environ.get(
-                "FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333"
-            ),
-            "OBJECT_STORAGE_BUCKET": os.environ.get("FETCHER_TEST_S3_BUCKET", "fetcher-test"),
-            "OBJECT_STORAGE_ACCESS_KEY_ID": os.environ.get(
-                "FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access"
-            ),
-            "OBJECT_STORAGE_SECRET_KEY": os.environ.get(
-                "FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789"
-            ),
-            "OBJECT_STORAGE_USE_PATH_STYLE": "true",
-        }
+        if self._meta_db is None:
+            raise RuntimeError("the metadata database is created in __enter__")
+        return {**env, **distributed_env(self._meta_db, self._suffix)}
 
     def _spawn(self, env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
         with (self._dir / f"{name}.log").open("wb") as log:

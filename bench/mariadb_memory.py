@@ -33,6 +33,7 @@ from bench.worker_memory import (
     _result_size,
     _vm_hwm_kib,
     _wait_health,
+    distributed_env,
 )
 
 ROWS = int(os.environ.get("FETCHER_BENCH_MARIADB_ROWS", "1000000"))
@@ -86,23 +87,7 @@ def _env(meta_db: str, suffix: str) -> dict[str, str]:
     return {
         **os.environ,
         "APP_ENC_KEY": KEY,
-        "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{meta_db}",
-        "RABBITMQ_HOST": "127.0.0.1",
-        "RABBITMQ_FETCHER_WORK_QUEUE": f"fetcher.bench.{suffix}",
-        "RABBITMQ_JOB_EVENTS_EXCHANGE": f"fetcher.bench.events.{suffix}",
-        "STREAMING_ENABLED": "true",
-        "STREAMING_CLOUDEVENTS_SOURCE": "//lerian.fetcher/bench",
-        "OBJECT_STORAGE_ENDPOINT": os.environ.get(
-            "FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333"
-        ),
-        "OBJECT_STORAGE_BUCKET": os.environ.get("FETCHER_TEST_S3_BUCKET", "fetcher-test"),
-        "OBJECT_STORAGE_ACCESS_KEY_ID": os.environ.get(
-            "FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access"
-        ),
-        "OBJECT_STORAGE_SECRET_KEY": os.environ.get(
-            "FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789"
-        ),
-        "OBJECT_STORAGE_USE_PATH_STYLE": "true",
+        **distributed_env(meta_db, suffix),
         "READYZ_DRAIN_DELAY_SEC": "1",
         "LOG_LEVEL": "warn",
     }

@@ -32,6 +32,31 @@ FETCHER = str(Path(sys.executable).with_name("fetcher"))
 KEY = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
 
 
+def distributed_env(meta_db: str, suffix: str) -> dict[str, str]:
+    """The metadata store, broker and S3 variables of a bench Manager/Worker pair: the scratch
+    metadata database ``meta_db``, a work queue and events exchange named with ``suffix``, and
+    the test S3 server (``scripts/s3-server.sh``)."""
+    return {
+        "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{meta_db}",
+        "RABBITMQ_HOST": "127.0.0.1",
+        "RABBITMQ_FETCHER_WORK_QUEUE": f"fetcher.bench.{suffix}",
+        "RABBITMQ_JOB_EVENTS_EXCHANGE": f"fetcher.bench.events.{suffix}",
+        "STREAMING_ENABLED": "true",
+        "STREAMING_CLOUDEVENTS_SOURCE": "//lerian.fetcher/bench",
+        "OBJECT_STORAGE_ENDPOINT": os.environ.get(
+            "FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333"
+        ),
+        "OBJECT_STORAGE_BUCKET": os.environ.get("FETCHER_TEST_S3_BUCKET", "fetcher-test"),
+        "OBJECT_STORAGE_ACCESS_KEY_ID": os.environ.get(
+            "FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access"
+        ),
+        "OBJECT_STORAGE_SECRET_KEY": os.environ.get(
+            "FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789"
+        ),
+        "OBJECT_STORAGE_USE_PATH_STYLE": "true",
+    }
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -97,23 +122,7 @@ def main() -> None:
     env = {
         **os.environ,
         "APP_ENC_KEY": KEY,
-        "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{meta_db}",
-        "RABBITMQ_HOST": "127.0.0.1",
-        "RABBITMQ_FETCHER_WORK_QUEUE": f"fetcher.bench.{suffix}",
-        "RABBITMQ_JOB_EVENTS_EXCHANGE": f"fetcher.bench.events.{suffix}",
-        "STREAMING_ENABLED": "true",
-        "STREAMING_CLOUDEVENTS_SOURCE": "//lerian.fetcher/bench",
-        "OBJECT_STORAGE_ENDPOINT": os.environ.get(
-            "FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333"
-        ),
-        "OBJECT_STORAGE_BUCKET": os.environ.get("FETCHER_TEST_S3_BUCKET", "fetcher-test"),
-        "OBJECT_STORAGE_ACCESS_KEY_ID": os.environ.get(
-            "FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access"
-        ),
-        "OBJECT_STORAGE_SECRET_KEY": os.environ.get(
-            "FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789"
-        ),
-        "OBJECT_STORAGE_USE_PATH_STYLE": "true",
+        **distributed_env(meta_db, suffix),
         "READYZ_DRAIN_DELAY_SEC": "1",
         "LOG_LEVEL": "warn",
     }
