@@ -53,8 +53,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
-    DEFAULT_BATCH_SIZE,
     DISCOVERY_TIMEOUT_SECONDS,
+    NetworkConnector,
     Phase,
     engine_error,
     translate_errors,
@@ -508,26 +508,10 @@ def _is_wildcard(query: TableQuery) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-class MongoConnector:
+class MongoConnector(NetworkConnector):
     """A read-only pymongo async session on one MongoDB database (the ``Connector`` port)."""
 
-    def __init__(
-        self,
-        connection: ConnectionDescriptor,
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        pinned_address: str | None = None,
-    ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be positive")
-        self._connection = connection
-        self._batch_size = batch_size
-        self._pinned_address = pinned_address
-        self._client: AsyncMongoClient[Document] | None = None
-
-    @property
-    def _name(self) -> str:
-        return self._connection.config_name
+    _client: AsyncMongoClient[Document] | None = None
 
     async def __aenter__(self) -> Self:
         try:

@@ -13,11 +13,13 @@ from contextlib import contextmanager
 from enum import StrEnum
 
 from fetcher.engine.errors import EngineError, ErrorCategory
+from fetcher.engine.model import ConnectionDescriptor
 
 __all__ = [
     "CONNECT_TIMEOUT_SECONDS",
     "DEFAULT_BATCH_SIZE",
     "DISCOVERY_TIMEOUT_SECONDS",
+    "NetworkConnector",
     "Phase",
     "engine_error",
     "mysql_schema_excluded",
@@ -39,6 +41,29 @@ DEFAULT_BATCH_SIZE = 2_000
 
 #: §11.3: PostgreSQL system schemas (``pg_toast*`` is matched by prefix).
 _PG_SYSTEM_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
+
+
+class NetworkConnector:
+    """What every networked connector is built from: the registry's one constructor call
+    (``SqlConnectorRegistry.connector_for``), the batch size and the SSRF pre-dial's pinned
+    address (§2.9.1 rule 3). Subclasses declare their own session state as class defaults."""
+
+    def __init__(
+        self,
+        connection: ConnectionDescriptor,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        pinned_address: str | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        self._connection = connection
+        self._batch_size = batch_size
+        self._pinned_address = pinned_address
+
+    @property
+    def _name(self) -> str:
+        return self._connection.config_name
 
 
 class Phase(StrEnum):

@@ -54,15 +54,15 @@ from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
-    DEFAULT_BATCH_SIZE,
     DISCOVERY_TIMEOUT_SECONDS,
+    NetworkConnector,
     Phase,
     engine_error,
     mysql_schema_excluded,
     translate_errors,
 )
 from fetcher.engine.filters.sql import dialect_for, render_select
-from fetcher.engine.model import ConnectionDescriptor, TlsSettings
+from fetcher.engine.model import TlsSettings
 from fetcher.engine.ports import Row, TableQuery
 from fetcher.engine.types import Column, DiscoveredSchema, EngineType, TableSchema, TypeFamily
 from fetcher.engine.values import encode_bytes, encode_value, parse_json_exact_fractions
@@ -417,26 +417,10 @@ def _tables_from(
 # --------------------------------------------------------------------------------------------
 
 
-class MysqlConnector:
+class MysqlConnector(NetworkConnector):
     """A read-only asyncmy session on one MySQL/MariaDB datasource (the ``Connector`` port)."""
 
-    def __init__(
-        self,
-        connection: ConnectionDescriptor,
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        pinned_address: str | None = None,
-    ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be positive")
-        self._connection = connection
-        self._batch_size = batch_size
-        self._pinned_address = pinned_address
-        self._conn: Any = None
-
-    @property
-    def _name(self) -> str:
-        return self._connection.config_name
+    _conn: Any = None
 
     async def __aenter__(self) -> Self:
         with map_mysql_errors(Phase.CONNECT, self._name):

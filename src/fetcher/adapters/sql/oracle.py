@@ -35,8 +35,8 @@ import oracledb
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
-    DEFAULT_BATCH_SIZE,
     DISCOVERY_TIMEOUT_SECONDS,
+    NetworkConnector,
     Phase,
     engine_error,
     oracle_owner_excluded,
@@ -431,27 +431,11 @@ def batch_columns(
 # --------------------------------------------------------------------------------------------
 
 
-class OracleConnector:
+class OracleConnector(NetworkConnector):
     """A read-only python-oracledb (thin, asyncio) session on one Oracle datasource."""
 
-    def __init__(
-        self,
-        connection: ConnectionDescriptor,
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        pinned_address: str | None = None,
-    ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be positive")
-        self._connection = connection
-        self._batch_size = batch_size
-        self._pinned_address = pinned_address
-        self._conn: oracledb.AsyncConnection | None = None
-        self._user = ""
-
-    @property
-    def _name(self) -> str:
-        return self._connection.config_name
+    _conn: oracledb.AsyncConnection | None = None
+    _user = ""
 
     async def __aenter__(self) -> Self:
         with map_oracle_errors(Phase.CONNECT, self._name):

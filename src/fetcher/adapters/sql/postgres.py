@@ -39,8 +39,8 @@ from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
-    DEFAULT_BATCH_SIZE,
     DISCOVERY_TIMEOUT_SECONDS,
+    NetworkConnector,
     Phase,
     engine_error,
     postgres_schema_excluded,
@@ -609,26 +609,10 @@ def connect_kwargs(
 # --------------------------------------------------------------------------------------------
 
 
-class PostgresConnector:
+class PostgresConnector(NetworkConnector):
     """A read-only psycopg 3 session on one PostgreSQL datasource (the ``Connector`` port)."""
 
-    def __init__(
-        self,
-        connection: ConnectionDescriptor,
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        pinned_address: str | None = None,
-    ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be positive")
-        self._connection = connection
-        self._batch_size = batch_size
-        self._pinned_address = pinned_address
-        self._conn: AsyncConn | None = None
-
-    @property
-    def _name(self) -> str:
-        return self._connection.config_name
+    _conn: AsyncConn | None = None
 
     async def __aenter__(self) -> Self:
         with map_postgres_errors(Phase.CONNECT, self._name):

@@ -39,8 +39,8 @@ from mssql_python.exceptions import ConnectionStringParseError
 
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
-    DEFAULT_BATCH_SIZE,
     DISCOVERY_TIMEOUT_SECONDS,
+    NetworkConnector,
     Phase,
     engine_error,
     sqlserver_schema_excluded,
@@ -307,27 +307,11 @@ def _close_quietly(resource: Any) -> None:
         resource.close()
 
 
-class SqlServerConnector:
+class SqlServerConnector(NetworkConnector):
     """A read-only mssql-python session on one SQL Server datasource (the ``Connector`` port)."""
 
-    def __init__(
-        self,
-        connection: ConnectionDescriptor,
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        pinned_address: str | None = None,
-    ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be positive")
-        self._connection = connection
-        self._batch_size = batch_size
-        self._pinned_address = pinned_address
-        self._conn: Any = None
-        self._inflight: asyncio.Future[Any] | None = None
-
-    @property
-    def _name(self) -> str:
-        return self._connection.config_name
+    _conn: Any = None
+    _inflight: asyncio.Future[Any] | None = None
 
     async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run one driver call in the pool. Cancelling the caller does not cancel the call
