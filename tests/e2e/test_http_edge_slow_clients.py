@@ -60,6 +60,14 @@ async def _read_response(reader: asyncio.StreamReader) -> bytes:
     return head
 
 
+async def _close(writer: asyncio.StreamWriter) -> None:
+    """Close and wait until the socket is really closed: a transport still closing when the
+    test's event loop ends leaks its socket into a later test's unraisable warnings."""
+    writer.close()
+    with contextlib.suppress(ConnectionError):
+        await writer.wait_closed()
+
+
 async def _slow_header_client(port: int, *, after: bytes | None = None) -> float:
     """A connection trickling one header byte every 3 s. With ``after``, the connection first
     sends a request whose body ``after`` follows its answer (a route that ignores its body
@@ -78,7 +86,7 @@ async def _slow_header_client(port: int, *, after: bytes | None = None) -> float
         return await _closed_after(reader, opened)
     finally:
         trickle.cancel()
-        writer.close()
+        await _close(writer)
 
 
 async def _silent_client(port: int) -> float:
@@ -87,7 +95,7 @@ async def _silent_client(port: int) -> float:
     try:
         return await _closed_after(reader, time.monotonic())
     finally:
-        writer.close()
+        await _close(writer)
 
 
 async def _normal_client(base_url: str, until: asyncio.Event) -> list[float]:
@@ -114,7 +122,7 @@ async def _slow_but_complete_head(port: int) -> bytes:
         await writer.drain()
         return await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
     finally:
-        writer.close()
+        await _close(writer)
 
 
 async def _long_poll(base_url: str) -> httpx.Response:

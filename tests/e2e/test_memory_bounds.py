@@ -148,7 +148,9 @@ async def test_rss_stays_flat_after_500_jobs_and_1000_large_feed_reads(
     embedded: tuple[Any, httpx.AsyncClient],
 ) -> None:
     process, client = embedded
-    await run_jobs(client, 60)  # enough events for every read to fill a capped page
+    # Every read starts at a cursor below 40 (``read_feed``), and a capped page needs about 33
+    # events of ~126 KiB after it: 80 events first, so every page must reach the cap.
+    await run_jobs(client, 80)
     await workload(client, jobs=100, reads=200)  # warm-up: the same mix, not measured
     baseline = await settled_rss(process.pid)
 
