@@ -7,6 +7,9 @@ port. Secrets are held with ``repr=False`` so a logged ``Settings`` never shows 
 
 from __future__ import annotations
 
+import base64
+import binascii
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -19,7 +22,15 @@ from fetcher.crypto import KeySet, MasterKeyError, parse_master_key
 from fetcher.engine import ConnectionDescriptor
 from fetcher.services.internal_datasources import parse_internal_datasources
 
-__all__ = ["Mode", "ObjectStorageSettings", "RabbitSettings", "Settings", "StartupRefused"]
+__all__ = [
+    "AuthMode",
+    "AuthSettings",
+    "Mode",
+    "ObjectStorageSettings",
+    "RabbitSettings",
+    "Settings",
+    "StartupRefused",
+]
 
 _VERSION_RE = re.compile(r"[A-Za-z0-9._-]{1,32}")
 _INT_RE = re.compile(r"-?[0-9]{1,18}")
@@ -38,6 +49,34 @@ class Mode(StrEnum):
     MANAGER = "manager"
     WORKER = "worker"
     EMBEDDED = "embedded"
+
+
+class AuthMode(StrEnum):
+    NONE = "none"
+    JWT = "jwt"
+
+
+@dataclass(frozen=True, slots=True)
+class AuthSettings:
+    """§12.1/§12.2: how the Manager (and embedded mode) verifies bearer tokens.
+
+    With ``mode`` ``jwt`` exactly one of ``jwks_url`` and ``jwt_secret`` is set; ``jwt_secret``
+    holds the decoded HS256 key bytes (§12.2), never shown by ``repr``. The Worker reads none
+    of these (it verifies no tokens).
+    """
+
+    mode: AuthMode = AuthMode.NONE
+    issuer: str = ""
+    audience: str = "fetcher"
+    jwks_url: str | None = None
+    jwt_secret: bytes | None = field(default=None, repr=False)
+    jwks_refresh_seconds: int = 300
+    leeway_seconds: int = 30
+    tenant_claim: str = "tenantId"
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode is AuthMode.JWT
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +134,9 @@ class Settings:
     events_exchange: str = ""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     internal_datasources: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    #: §12.5 ``MULTI_TENANT_ENABLED``.
+    multi_tenant: bool = False
 
     @property
     def sqlite_path(self) -> str | None:
@@ -135,8 +177,10 @@ class _Reader:
     def settings(self) -> Settings:
         mode = self._mode()
         keys, previous, secrets = self._keys()
-        if self.boolean("MULTI_TENANT_ENABLED"):
-            raise StartupRefused("multi-tenant mode is not supported")
+        multi_tenant = self.boolean("MULTI_TENANT_ENABLED")
+        auth = self._auth(mode, multi_tenant)
+        if auth.jwt_secret is not None:
+            secrets += (self.get("AUTH_JWT_SECRET"),)
         database_url = self._database_url(mode)
         rabbit = self._rabbit(mode)
         ce_source, exchange = self._events(mode, rabbit)
@@ -184,6 +228,53 @@ class _Reader:
             events_exchange=exchange,
             secrets=secrets + tuple(s for d in internal.values() for s in d.secrets()),
             internal_datasources=internal,
+            auth=auth,
+            multi_tenant=multi_tenant,
+        )
+
+    def _auth(self, mode: Mode, multi_tenant: bool) -> AuthSettings:
+        """§9.3 rows 3–5 (the Manager and embedded mode; the Worker verifies no tokens)."""
+        if mode is Mode.WORKER:
+            return AuthSettings()
+        try:
+            auth_mode = AuthMode(self.get("AUTH_MODE", "none").lower())
+        except ValueError:
+            auth_mode = None
+        if multi_tenant and auth_mode is not AuthMode.JWT:
+            raise StartupRefused("MULTI_TENANT_ENABLED=true requires AUTH_MODE=jwt")
+        if auth_mode is None:
+            raise StartupRefused("AUTH_MODE must be one of none, jwt")
+        if auth_mode is AuthMode.NONE:
+            return AuthSettings()
+        issuer = self.get("AUTH_ISSUER")
+        jwks_url, secret = self.get("AUTH_JWKS_URL"), self.get("AUTH_JWT_SECRET")
+        if not issuer:
+            raise StartupRefused("invalid authentication settings: AUTH_ISSUER is required")
+        if bool(jwks_url) == bool(secret):
+            raise StartupRefused(
+                "invalid authentication settings: "
+                "set exactly one of AUTH_JWKS_URL and AUTH_JWT_SECRET"
+            )
+        if jwks_url and not _jwks_url_ok(jwks_url):
+            raise StartupRefused("invalid authentication settings: malformed AUTH_JWKS_URL")
+        key = _hs256_key(secret) if secret else None
+        if secret and key is None:
+            raise StartupRefused(
+                "invalid authentication settings: AUTH_JWT_SECRET must be standard base64 "
+                "of at least 32 bytes"
+            )
+        leeway = self.integer("AUTH_LEEWAY_SECONDS", 30, minimum=0)
+        if leeway > 300:
+            raise StartupRefused("invalid value for AUTH_LEEWAY_SECONDS")
+        return AuthSettings(
+            mode=auth_mode,
+            issuer=issuer,
+            audience=self.get("AUTH_AUDIENCE", "fetcher"),
+            jwks_url=jwks_url or None,
+            jwt_secret=key,
+            jwks_refresh_seconds=self.integer("AUTH_JWKS_REFRESH_SECONDS", 300, minimum=30),
+            leeway_seconds=leeway,
+            tenant_claim=self.get("AUTH_TENANT_CLAIM", "tenantId"),
         )
 
     def _http_max_connections(self, mode: Mode) -> int:
@@ -311,6 +402,39 @@ def sqlite_store_path(database_url: str) -> str | None:
     if not database_url.startswith("sqlite:"):
         return None
     return str(Path(database_url.removeprefix("sqlite:///")).resolve())
+
+
+def _jwks_url_ok(url: str) -> bool:
+    """§9.1 ``AUTH_JWKS_URL``: ``https://…``, ``http://`` to a loopback host, or ``file:///…``."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return False
+    scheme = parts.scheme.lower()
+    if scheme == "file":
+        return not parts.netloc and parts.path.startswith("/")
+    if scheme == "https":
+        return bool(host)
+    return scheme == "http" and _is_loopback(host)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _hs256_key(text: str) -> bytes | None:
+    """§9.1 ``AUTH_JWT_SECRET``: standard base64 of at least 32 bytes → the key bytes."""
+    try:
+        key = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return key if len(key) >= 32 else None
 
 
 def _url_password(url: str) -> str | None:

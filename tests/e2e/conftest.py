@@ -142,7 +142,10 @@ async def broker(names: Names) -> AsyncIterator[Broker]:
     import aio_pika
 
     try:
-        connection = await aio_pika.connect(RABBITMQ_URL, timeout=5)
+        # heartbeat=0: this session-loop connection lives until the session ends, and the loop
+        # does not run during the other packages' tests; with heartbeats the broker drops it
+        # after ~2 minutes idle, and this teardown then failed on a closed connection.
+        connection = await aio_pika.connect(RABBITMQ_URL, timeout=5, heartbeat=0)
     except Exception as exc:
         service_missing("RabbitMQ", exc)
         raise

@@ -57,6 +57,9 @@ FET_CODES: Mapping[str, CodeInfo] = MappingProxyType(
         "FET-0007": _row(413, "Payload Too Large"),
         "FET-0008": _row(405, "Method Not Allowed"),
         "FET-0009": _row(415, "Unsupported Media Type"),
+        "FET-0010": _row(401, "Unauthorized"),
+        "FET-0011": _row(403, "Forbidden"),
+        "FET-0012": _row(403, "Product Not Allowed"),
         "FET-0400": _row(400, "Unexpected Fields in the Request"),
         "FET-0401": _row(400, "Invalid Data Request", "Invalid Filter References"),
         "FET-0402": _row(
@@ -88,6 +91,7 @@ FET_CODES: Mapping[str, CodeInfo] = MappingProxyType(
         "FET-1061": _row(400, "Schema Validation Limit"),
         "FET-1062": _row(400, "No Connections Found"),
         "FET-1080": _row(400, "Tenant Context Required"),
+        "FET-1081": _row(404, "Tenant Not Found"),
     }
 )
 

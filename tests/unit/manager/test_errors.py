@@ -37,6 +37,9 @@ CONTRACT_TABLE: dict[str, tuple[int, tuple[str, ...]]] = {
     "FET-0007": (413, ("Payload Too Large",)),
     "FET-0008": (405, ("Method Not Allowed",)),
     "FET-0009": (415, ("Unsupported Media Type",)),
+    "FET-0010": (401, ("Unauthorized",)),
+    "FET-0011": (403, ("Forbidden",)),
+    "FET-0012": (403, ("Product Not Allowed",)),
     "FET-0400": (400, ("Unexpected Fields in the Request",)),
     "FET-0401": (400, ("Invalid Data Request", "Invalid Filter References")),
     "FET-0402": (
@@ -69,6 +72,7 @@ CONTRACT_TABLE: dict[str, tuple[int, tuple[str, ...]]] = {
     "FET-1061": (400, ("Schema Validation Limit",)),
     "FET-1062": (400, ("No Connections Found",)),
     "FET-1080": (400, ("Tenant Context Required",)),
+    "FET-1081": (404, ("Tenant Not Found",)),
 }
 
 

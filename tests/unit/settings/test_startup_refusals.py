@@ -40,7 +40,6 @@ def _refusal(env: dict[str, str]) -> str:
         ({"APP_ENC_KEY": ""}, "APP_ENC_KEY is required"),
         ({"APP_ENC_KEY": "%%%"}, "invalid master key (base64)"),
         ({"APP_ENC_KEY": "c2hvcnQ="}, "master key too short: got 5 bytes, minimum 32 required"),
-        ({"MULTI_TENANT_ENABLED": "true"}, "multi-tenant mode is not supported"),
         ({"MULTI_TENANT_ENABLED": "yes"}, "invalid value for MULTI_TENANT_ENABLED"),
         ({"DATABASE_URL": ""}, "DATABASE_URL must be a postgresql:// URL"),
         ({"DATABASE_URL": "sqlite:///x.db"}, "DATABASE_URL must be a postgresql:// URL"),
@@ -58,6 +57,14 @@ def _refusal(env: dict[str, str]) -> str:
 )
 def test_worker_refusals(change: dict[str, str], reason: str) -> None:
     assert _refusal({**WORKER, **change}) == reason
+
+
+def test_a_multi_tenant_worker_needs_no_auth_mode() -> None:
+    """§9.3: the Worker verifies no tokens and starts; only the Manager/embedded refuse."""
+    settings = Settings.from_env({**WORKER, "MULTI_TENANT_ENABLED": "true"})
+    assert settings.multi_tenant
+    manager = {**WORKER, "FETCHER_MODE": "manager", "MULTI_TENANT_ENABLED": "true"}
+    assert _refusal(manager) == "MULTI_TENANT_ENABLED=true requires AUTH_MODE=jwt"
 
 
 def test_a_complete_worker_configuration_is_accepted_and_hides_secrets() -> None:

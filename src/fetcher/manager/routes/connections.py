@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from fetcher.manager.auth import ConnectionsRead, ConnectionsWrite
 from fetcher.manager.deps import (
     RuntimeDep,
     parse_connection_id,
@@ -55,7 +56,9 @@ def _ok(model: type[Any], description: str, status: int = 200) -> dict[int | str
     responses={**_ok(ConnectionResponse, "Created", 201), **error_responses(400, 409, 413, 415)},
     openapi_extra={**json_request_body("ConnectionCreate"), "parameters": [_PRODUCT_REQUIRED]},
 )
-async def create_connection(request: Request, runtime: RuntimeDep) -> Response:
+async def create_connection(
+    request: Request, runtime: RuntimeDep, principal: ConnectionsWrite
+) -> Response:
     """§2.6.1: header, body, then the service's field checks, SSRF and uniqueness."""
     product = product_header(request, required=True)
     body = await read_json_object(request)
@@ -70,7 +73,9 @@ async def create_connection(request: Request, runtime: RuntimeDep) -> Response:
     responses={**_ok(ConnectionPage, "A page"), **error_responses(400)},
     openapi_extra={"parameters": [_PRODUCT_OPTIONAL, *_LIST_PARAMS]},
 )
-async def list_connections(request: Request, runtime: RuntimeDep) -> Response:
+async def list_connections(
+    request: Request, runtime: RuntimeDep, principal: ConnectionsRead
+) -> Response:
     """§2.6.2: internal datasources first when ``X-Product-Name`` is absent."""
     product = product_header(request, required=False)
     query = parse_list_request(
@@ -86,7 +91,9 @@ async def list_connections(request: Request, runtime: RuntimeDep) -> Response:
     responses={**_ok(ConnectionPage, "A page"), **error_responses(400)},
     openapi_extra={"parameters": _LIST_PARAMS},
 )
-async def list_unassigned(request: Request, runtime: RuntimeDep) -> Response:
+async def list_unassigned(
+    request: Request, runtime: RuntimeDep, principal: ConnectionsRead
+) -> Response:
     """§2.6.3: stored connections with no product; the header is ignored."""
     query = parse_list_request(
         request.query_params, max_limit=runtime.settings.max_pagination_limit
@@ -104,7 +111,9 @@ async def list_unassigned(request: Request, runtime: RuntimeDep) -> Response:
     },
     openapi_extra=json_request_body("ValidateSchemaRequest"),
 )
-async def validate_schema(request: Request, runtime: RuntimeDep) -> Response:
+async def validate_schema(
+    request: Request, runtime: RuntimeDep, principal: ConnectionsRead
+) -> Response:
     """§2.6.9: 200, or 422 FET-1060 with the sorted ``errors``."""
     body = await read_json_object(request)
     return json_response(await runtime.connections.validate_schema(body))
@@ -116,7 +125,9 @@ async def validate_schema(request: Request, runtime: RuntimeDep) -> Response:
     responses={**_ok(ConnectionResponse, "The connection"), **error_responses(400, 404)},
     openapi_extra={"parameters": [_ID]},
 )
-async def get_connection(request: Request, runtime: RuntimeDep) -> Response:
+async def get_connection(
+    request: Request, runtime: RuntimeDep, principal: ConnectionsRead
+) -> Response:
     """§2.6.4: an internal datasource or a non-deleted stored connection."""
     connection_id = parse_connection_id(request.path_params["id"], static_first=True)
     return json_response(await runtime.connections.describe(connection_id))
@@ -131,7 +142,9 @@ async def get_connection(request: Request, runtime: RuntimeDep) -> Response:
     },
     openapi_extra={**json_request_body("ConnectionUpdate"), "parameters": [_ID]},
 )
-async def update_connection(request: Request, runtime: RuntimeDep) -> Response:
+async def update_connection(
+    request: Request, runtime: RuntimeDep, principal: ConnectionsWrite
+) -> Response:
     """§2.6.5: path ID, body, then the service's checks in order."""
     connection_id = parse_connection_id(request.path_params["id"], static_first=True)
     body = await read_json_object(request)
@@ -145,7 +158,9 @@ async def update_connection(request: Request, runtime: RuntimeDep) -> Response:
     responses={204: {"description": "Deleted"}, **error_responses(400, 404, 409)},
     openapi_extra={"parameters": [_ID]},
 )
-async def delete_connection(request: Request, runtime: RuntimeDep) -> Response:
+async def delete_connection(
+    request: Request, runtime: RuntimeDep, principal: ConnectionsWrite
+) -> Response:
     """§2.6.6: 204 with an empty body."""
     connection_id = parse_connection_id(request.path_params["id"], static_first=True)
     await runtime.connections.delete(connection_id)
@@ -158,7 +173,9 @@ async def delete_connection(request: Request, runtime: RuntimeDep) -> Response:
     responses={**_ok(TestResult, "The probe result"), **error_responses(400, 404, 429)},
     openapi_extra={"parameters": [_ID]},
 )
-async def test_connection(request: Request, runtime: RuntimeDep) -> Response:
+async def test_connection(
+    request: Request, runtime: RuntimeDep, principal: ConnectionsRead
+) -> Response:
     """§2.6.7: rate-limited live test; any body is ignored."""
     connection_id = parse_connection_id(request.path_params["id"])
     return json_response(await runtime.connections.test(connection_id))
@@ -170,7 +187,9 @@ async def test_connection(request: Request, runtime: RuntimeDep) -> Response:
     responses={**_ok(SchemaResponse, "Tables and fields"), **error_responses(400, 404, 502)},
     openapi_extra={"parameters": [_ID, schemas_parameter()]},
 )
-async def connection_schema(request: Request, runtime: RuntimeDep) -> Response:
+async def connection_schema(
+    request: Request, runtime: RuntimeDep, principal: ConnectionsRead
+) -> Response:
     """§2.6.8: fresh discovery."""
     connection_id = parse_connection_id(request.path_params["id"])
     schemas = request.query_params.get("schemas")
@@ -186,7 +205,9 @@ async def connection_schema(request: Request, runtime: RuntimeDep) -> Response:
     },
     openapi_extra={"parameters": [_ID, _PRODUCT_REQUIRED]},
 )
-async def assign_connection(request: Request, runtime: RuntimeDep) -> Response:
+async def assign_connection(
+    request: Request, runtime: RuntimeDep, principal: ConnectionsWrite
+) -> Response:
     """§2.6.10: header, path ID, then existence, internal and the atomic assignment."""
     product = product_header(request, required=True)
     connection_id = parse_connection_id(request.path_params["id"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from fetcher.manager.auth import EventsRead
 from fetcher.manager.deps import RuntimeDep, parse_feed_query
 from fetcher.manager.openapi import feed_parameters
 from fetcher.manager.schemas import FeedPage, error_responses
@@ -21,7 +22,7 @@ router = APIRouter(prefix="/v1/events", tags=["events"])
     responses={200: {"model": FeedPage, "description": "A page of events"}, **error_responses(400)},
     openapi_extra={"parameters": feed_parameters()},
 )
-async def read_events(request: Request, runtime: RuntimeDep) -> Response:
+async def read_events(request: Request, runtime: RuntimeDep, principal: EventsRead) -> Response:
     """§2.12: ``data`` is the stored event body, verbatim; a page is capped at ~4 MiB of
     ``data`` and encoded off the event loop (§13 "Blocking work")."""
     query = parse_feed_query(request.query_params)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from fetcher.manager.auth import JobsRead, JobsWrite
 from fetcher.manager.deps import RuntimeDep, parse_job_id, read_json_object, request_id
 from fetcher.manager.openapi import JOB_ID
 from fetcher.manager.responses import json_response
@@ -28,7 +29,7 @@ _LOCATION = {"Location": {"description": "/v1/fetcher/<jobId>", "schema": {"type
     },
     openapi_extra=json_request_body("JobRequest"),
 )
-async def create_job(request: Request, runtime: RuntimeDep) -> Response:
+async def create_job(request: Request, runtime: RuntimeDep, principal: JobsWrite) -> Response:
     """§3.6: steps 1, 1a and 2 here, 3–16 in the service."""
     body = await read_json_object(request)
     result, created = await runtime.jobs.create(body, request_id=request_id(request))
@@ -45,7 +46,7 @@ async def create_job(request: Request, runtime: RuntimeDep) -> Response:
     responses={200: {"model": JobResponse, "description": "The job"}, **error_responses(400, 404)},
     openapi_extra={"parameters": [JOB_ID]},
 )
-async def get_job(request: Request, runtime: RuntimeDep) -> Response:
+async def get_job(request: Request, runtime: RuntimeDep, principal: JobsRead) -> Response:
     """§2.8: 400 FET-0404 for a non-UUID, 404 FET-1001 when unknown."""
     job_id = parse_job_id(request.path_params["id"])
     return json_response(await runtime.jobs.get(job_id))
