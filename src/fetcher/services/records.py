@@ -65,6 +65,10 @@ class ConnectionRecord:
     encryption_key_version: str = "1"
     metadata: dict[str, MetadataValue] = field(default_factory=dict)
     deleted_at: datetime | None = None
+    #: §12.5: the owning tenant; ``""`` in single-tenant mode.
+    tenant: str = ""
+    #: §12.4: the token ``sub`` that created it (``None`` with ``AUTH_MODE=none``).
+    created_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +119,10 @@ class JobRecord:
     request_id: str | None = None
     started_at: datetime | None = None
     completed_at: datetime | None = None
+    #: §12.5: the owning tenant; ``""`` in single-tenant mode.
+    tenant: str = ""
+    #: §12.4: the token ``sub`` that created it (``None`` with ``AUTH_MODE=none``).
+    created_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
