@@ -340,7 +340,7 @@ def _worker_parts(
     relay = OutboxRelay(
         store=store,
         publisher=publisher,
-        external_key=settings.keys.external_hmac,
+        keys=settings.keys,
         exchange=settings.events_exchange,
         metrics=metrics,
     )

@@ -22,6 +22,7 @@ from fetcher.crypto.keys import (
     MasterKeyError,
     derive_key,
     generate_master_key,
+    is_tenant_id,
     parse_master_key,
 )
 from fetcher.crypto.redact import REDACTED, Redactor, redact, redact_url
@@ -39,6 +40,7 @@ __all__ = [
     "MasterKeyError",
     "derive_key",
     "generate_master_key",
+    "is_tenant_id",
     "parse_master_key",
     # AES-GCM (§6.3, §6.4, §4.3.1)
     "DecryptionError",

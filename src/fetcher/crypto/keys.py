@@ -13,6 +13,8 @@ import base64
 import binascii
 import re
 import secrets
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives import hashes
@@ -29,6 +31,7 @@ __all__ = [
     "MasterKeyError",
     "derive_key",
     "generate_master_key",
+    "is_tenant_id",
     "parse_master_key",
     "tenant_label",
 ]
@@ -43,6 +46,9 @@ CREDENTIALS_LABEL = b"fetcher-credentials-v1"
 INTERNAL_HMAC_LABEL = b"fetcher-internal-hmac-v1"
 EXTERNAL_HMAC_LABEL = b"fetcher-external-hmac-v1"
 STORAGE_LABEL = b"fetcher-storage-encryption-v1"
+
+TENANT_CACHE_SIZE = 1024
+"""§12.5: at most this many tenants' derived key pairs are kept per :class:`KeySet` (LRU)."""
 
 REASON_REQUIRED = "APP_ENC_KEY is required"
 REASON_INVALID = "invalid master key (base64)"
@@ -86,9 +92,45 @@ def generate_master_key() -> str:
     return base64.b64encode(secrets.token_bytes(MIN_MASTER_KEY_BYTES)).decode("ascii")
 
 
+class _TenantCache:
+    """A bounded LRU of per-tenant key sets (§12.5), shared by threads (HKDF is cheap, but a
+    key per event or result is derived once per tenant, not per use)."""
+
+    __slots__ = ("_entries", "_lock", "_size")
+
+    def __init__(self, size: int = TENANT_CACHE_SIZE) -> None:
+        self._entries: OrderedDict[str, KeySet] = OrderedDict()
+        self._lock = threading.Lock()
+        self._size = size
+
+    def get(self, tenant: str) -> KeySet | None:
+        with self._lock:
+            found = self._entries.get(tenant)
+            if found is not None:
+                self._entries.move_to_end(tenant)
+            return found
+
+    def put(self, tenant: str, keys: KeySet) -> None:
+        with self._lock:
+            self._entries[tenant] = keys
+            self._entries.move_to_end(tenant)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return "_TenantCache(<redacted>)"
+
+
 @dataclass(frozen=True, slots=True)
 class KeySet:
-    """The four §6.2 purpose keys of one master key. Its repr never shows key bytes."""
+    """The four §6.2 purpose keys of one master key. Its repr never shows key bytes.
+
+    A key set derived from a master key (:meth:`from_master`) also yields each tenant's keys
+    (:meth:`for_tenant`, §12.5); one built from the four keys alone has only the tenant ``""``.
+    """
 
     credentials: bytes = field(repr=False)
     """AES-256-GCM key for stored passwords and ``ssl.key`` (§6.4)."""
@@ -98,6 +140,11 @@ class KeySet:
     """HMAC key for ``resultHmac`` (§6.3) and job-event signatures (§8.5)."""
     storage: bytes = field(repr=False)
     """AES-256-GCM key for result objects (§6.3)."""
+    master: bytes | None = field(default=None, repr=False, compare=False)
+    """The decoded master key, kept only to derive per-tenant keys (never printed)."""
+    _tenants: _TenantCache = field(
+        default_factory=_TenantCache, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def from_master(cls, master: bytes) -> KeySet:
@@ -107,6 +154,7 @@ class KeySet:
             internal_hmac=derive_key(master, INTERNAL_HMAC_LABEL),
             external_hmac=derive_key(master, EXTERNAL_HMAC_LABEL),
             storage=derive_key(master, STORAGE_LABEL),
+            master=bytes(master),
         )
 
     @classmethod
@@ -114,10 +162,43 @@ class KeySet:
         """Parse ``APP_ENC_KEY`` text (§6.1) and derive its keys; raises :class:`MasterKeyError`."""
         return cls.from_master(parse_master_key(text))
 
+    def for_tenant(self, tenant: str) -> KeySet:
+        """The key set a tenant's jobs use (§12.5): the same credentials and internal HMAC keys,
+        and the tenant's own external HMAC and storage keys (HKDF info
+        ``<label>/tenant/<tenantId>``). The tenant ``""`` (single-tenant mode, and rows written
+        in it) is this key set itself, so the §6.6 keys stay unchanged.
+
+        Raises :class:`ValueError` for an ID that breaks the tenant pattern, or when this key
+        set was built without its master key.
+        """
+        if tenant == "":
+            return self
+        cached = self._tenants.get(tenant)
+        if cached is not None:
+            return cached
+        external = tenant_label(EXTERNAL_HMAC_LABEL, tenant)  # validates the tenant pattern
+        storage = tenant_label(STORAGE_LABEL, tenant)
+        if self.master is None:
+            raise ValueError("per-tenant keys need the master key")
+        derived = KeySet(
+            credentials=self.credentials,
+            internal_hmac=self.internal_hmac,
+            external_hmac=derive_key(self.master, external),
+            storage=derive_key(self.master, storage),
+        )
+        self._tenants.put(tenant, derived)
+        return derived
+
     def __repr__(self) -> str:
         return "KeySet(<redacted>)"
 
     __str__ = __repr__
+
+
+def is_tenant_id(value: object) -> bool:
+    """True when ``value`` is a string matching the tenant pattern of §12.5,
+    ``^[a-z0-9][a-z0-9_-]{0,62}$`` (``re.fullmatch``)."""
+    return isinstance(value, str) and _TENANT_PATTERN.fullmatch(value) is not None
 
 
 def tenant_label(label: bytes, tenant: str) -> bytes:
@@ -129,7 +210,7 @@ def tenant_label(label: bytes, tenant: str) -> bytes:
     """
     if label not in (EXTERNAL_HMAC_LABEL, STORAGE_LABEL):
         raise ValueError("only the external HMAC and storage keys are per tenant")
-    if not isinstance(tenant, str) or _TENANT_PATTERN.fullmatch(tenant) is None:
+    if not is_tenant_id(tenant):
         raise ValueError("tenant ID does not match ^[a-z0-9][a-z0-9_-]{0,62}$")
     return label + b"/tenant/" + tenant.encode("ascii")
 

@@ -5,6 +5,9 @@ relay publishes it (``kick``); every 30 s the repairer claims batches of 25 unse
 than 10 s, oldest first, and keeps going until none remain or a publish fails. A row whose
 publish succeeded but whose ``sent_at`` write failed is simply sent again: delivery is
 at-least-once with a stable ``ce-id``.
+
+Each row is signed with its tenant's external key (§8.5, §12.5), the tenant read from the
+headers stored with the row (``X-Tenant-ID``; absent for the tenant ``""``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from fetcher.crypto import KeySet
 from fetcher.services.events import signed_headers
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import MetadataStore
@@ -35,7 +39,8 @@ REPAIR_MIN_AGE = timedelta(seconds=10)
 class OutboxRelay:
     store: MetadataStore
     publisher: EventPublisher
-    external_key: bytes = field(repr=False)
+    #: The process keys; each event is signed with its tenant's external key (§12.5).
+    keys: KeySet = field(repr=False)
     exchange: str
     metrics: Metrics
     clock: SystemClock = field(default_factory=SystemClock)
@@ -107,7 +112,7 @@ class OutboxRelay:
     async def _publish(self, row: OutboxRow) -> bool:
         event = row.event()
         headers = signed_headers(
-            self.external_key,
+            self.keys,
             self.exchange,
             event,
             emitted_at=self.clock.now(),

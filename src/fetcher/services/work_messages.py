@@ -1,8 +1,12 @@
-"""Work messages from the Manager to the Worker (contract §7.2, §7.3).
+"""Work messages from the Manager to the Worker (contract §7.2, §7.3, §12.5).
 
-The body is compact JSON with sorted keys; the signature covers ``t``, the version, the tenant
-(empty), the body's ``jobId``, the exchange (``""``), the routing key (the work queue) and the
-body, under the **internal** HMAC key.
+The body is compact JSON with sorted keys; the signature covers ``t``, the version, the tenant,
+the body's ``jobId``, the exchange (``""``), the routing key (the work queue) and the body,
+under the **internal** HMAC key (global, also in multi-tenant mode).
+
+The tenant is the job's: a job of tenant ``t`` carries ``X-Tenant-ID: t`` and ``t`` on the
+signed tenant line; the tenant ``""`` (single-tenant mode) carries no ``X-Tenant-ID`` and an
+empty line, exactly as before tenancy.
 """
 
 from __future__ import annotations
@@ -15,10 +19,18 @@ from fetcher.crypto import SIGNATURE_VERSION, extract_job_id, sign_message
 from fetcher.services.records import JobRecord
 from fetcher.services.timeutil import format_ms
 
-__all__ = ["SIGNING_HEADERS", "signed_work_headers", "work_message_body"]
+__all__ = [
+    "SIGNING_HEADERS",
+    "TENANT_HEADER",
+    "signed_work_headers",
+    "work_message_body",
+    "work_message_headers",
+]
 
+#: §7.2/§12.5: the job's tenant on a work message (absent in single-tenant mode).
+TENANT_HEADER = "X-Tenant-ID"
 #: Headers the publisher always overwrites (§7.2): a caller cannot inject them.
-SIGNING_HEADERS = ("t", "signature-version", "x-message-signature", "X-Tenant-ID")
+SIGNING_HEADERS = ("t", "signature-version", "x-message-signature", TENANT_HEADER)
 
 
 def work_message_body(job: JobRecord) -> bytes:
@@ -45,10 +57,14 @@ def signed_work_headers(
     routing_key: str,
     base: Mapping[str, str | int],
     t: int | None = None,
+    tenant: str = "",
 ) -> dict[str, str | int]:
-    """``base`` (jobId, x-request-id, x-retry-count) plus fresh signing headers (§7.3)."""
+    """``base`` (jobId, x-request-id, x-retry-count) plus fresh signing headers (§7.3) and,
+    for a tenant's job, ``X-Tenant-ID`` (§12.5). Any of them in ``base`` is overwritten."""
     stamp = int(time.time()) if t is None else t
     headers: dict[str, str | int] = {k: v for k, v in base.items() if k not in SIGNING_HEADERS}
+    if tenant:
+        headers[TENANT_HEADER] = tenant
     headers["t"] = str(stamp)
     headers["signature-version"] = SIGNATURE_VERSION
     headers["x-message-signature"] = sign_message(
@@ -57,6 +73,21 @@ def signed_work_headers(
         body=body,
         exchange="",
         routing_key=routing_key,
+        tenant=tenant,
         job_id=extract_job_id(body),
     )
     return headers
+
+
+def work_message_headers(
+    internal_key: bytes, job: JobRecord, body: bytes, *, routing_key: str, request_id: str
+) -> dict[str, str | int]:
+    """The headers of a job's first work message (§7.2): ``jobId``, ``x-request-id``,
+    ``x-retry-count: 0``, signed for the job's tenant (``job.tenant``, §12.5)."""
+    return signed_work_headers(
+        internal_key,
+        body,
+        routing_key=routing_key,
+        base={"jobId": job.id, "x-request-id": request_id, "x-retry-count": 0},
+        tenant=job.tenant,
+    )
