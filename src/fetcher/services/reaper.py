@@ -68,7 +68,7 @@ class StaleJobReaper:
     async def fail(self, job: JobRecord, status: JobStatus, error: str) -> int:
         """Fail ``job`` from ``status`` with its event; 1 when the CAS matched, else 0."""
         now = self.clock.now()
-        event = failed_event(self.events, job.id, job.metadata_json, error, now)
+        event = failed_event(self.events, job.id, job.metadata_json, error, now, tenant=job.tenant)
         done = await self.store.fail_job(
             job.id, from_statuses=(status,), error=error, completed_at=now, event=event
         )
