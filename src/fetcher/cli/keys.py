@@ -1,20 +1,28 @@
-"""``fetcher derive-key`` and ``fetcher generate-master-key`` (contract §6.5, §1.5)."""
+"""``fetcher derive-key`` and ``fetcher generate-master-key`` (contract §6.5, §12.5, §1.5)."""
 
 from __future__ import annotations
 
 import sys
 from typing import TextIO
 
-from fetcher.crypto import KeySet, MasterKeyError, generate_master_key, parse_master_key
+from fetcher.crypto import (
+    KeySet,
+    MasterKeyError,
+    generate_master_key,
+    is_tenant_id,
+    parse_master_key,
+)
 
 __all__ = ["DERIVE_KEY_USAGE", "derive_key_command", "generate_master_key_command"]
 
 DERIVE_KEY_USAGE = """\
 usage: fetcher derive-key [--key <base64>] [--stdin] [--purpose external|storage]
+                          [--tenant <id>]
 
 Print a key derived from the Fetcher master key (APP_ENC_KEY), so that consumers can verify
 events and result HMACs (external) or decrypt result objects (storage) without holding the
-master key.
+master key. With --tenant, print that tenant's key (multi-tenant mode): it verifies and
+decrypts only that tenant's events and results.
 
 The master key is taken from, in order: --key <base64>; the first line of standard input when
 --stdin is given; the APP_ENC_KEY environment variable.
@@ -23,6 +31,7 @@ options:
   --key <base64>      the master key (visible to other users of this machine, e.g. in ps)
   --stdin             read the master key from the first line of standard input
   --purpose <name>    external (default): the external HMAC key; storage: the storage key
+  --tenant <id>       the tenant (^[a-z0-9][a-z0-9_-]{0,62}$) whose key to print
   -h, --help          show this help and exit
 """
 
@@ -43,17 +52,19 @@ def _parse(argv: list[str], stdout: TextIO, stderr: TextIO) -> dict[str, str | b
             return 0
         if arg == "--stdin":
             options["stdin"] = True
-        elif arg in ("--key", "--purpose"):
+        elif arg in ("--key", "--purpose", "--tenant"):
             value = next(args, None)
             if value is None:
                 return _usage_error(stderr)
             options[arg[2:]] = value
-        elif arg.startswith(("--key=", "--purpose=")):
+        elif arg.startswith(("--key=", "--purpose=", "--tenant=")):
             name, _, value = arg[2:].partition("=")
             options[name] = value
         else:
             return _usage_error(stderr)
     if options["purpose"] not in _PURPOSES:
+        return _usage_error(stderr)
+    if "tenant" in options and not is_tenant_id(options["tenant"]):  # §12.5: the tenant pattern
         return _usage_error(stderr)
     return options
 
@@ -91,6 +102,7 @@ def derive_key_command(
         )
         return 1
     purpose = str(options["purpose"])
+    keys = keys.for_tenant(str(options.get("tenant", "")))  # §12.5; "" is the global set
     key = keys.external_hmac if purpose == "external" else keys.storage
     stdout.write(f"{_PURPOSES[purpose]}: {key.hex()}\n")
     return 0
