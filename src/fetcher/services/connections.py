@@ -43,6 +43,7 @@ from fetcher.services.errors import (
 )
 from fetcher.services.internal_datasources import internal_connection_id
 from fetcher.services.ports import ConflictError, MetadataStore
+from fetcher.services.principal import SINGLE_TENANT
 from fetcher.services.rate_limit import ConnectionTestLimiter
 from fetcher.services.records import ConnectionQuery, ConnectionRecord, SortOrder
 from fetcher.services.responses import ConnectionResponse, TestResult, shape
@@ -423,7 +424,7 @@ class ConnectionService:
 
     async def get(self, connection_id: str) -> ConnectionRecord:
         """The non-deleted stored connection, else ``404 FET-1001``."""
-        record = await self.store.get_connection(connection_id)
+        record = await self.store.get_connection(connection_id, tenant=SINGLE_TENANT)
         if record is None:
             raise not_found("connection")
         return record
@@ -461,7 +462,7 @@ class ConnectionService:
             created_before=request.created_before,
             metadata=tuple(request.metadata),
         )
-        records, total = await self.store.list_connections(query)
+        records, total = await self.store.list_connections(query, tenant=SINGLE_TENANT)
         items = [internal_response(d) for d in head] + [connection_response(r) for r in records]
         return {
             "items": items,
@@ -493,7 +494,7 @@ class ConnectionService:
             raise invalid_payload(EMPTY_BODY_MESSAGE)
         check_connection_fields(body)
         record = await self._mutable(connection_id)
-        if await self.store.has_active_jobs(record.config_name):
+        if await self.store.has_active_jobs(record.config_name, tenant=SINGLE_TENANT):
             raise _active_jobs("update")
         data = self._validated(body, record)
         updated = self._merged_record(record, data, body, self.clock.now())
@@ -573,9 +574,11 @@ class ConnectionService:
     async def delete(self, connection_id: str) -> None:
         """§2.6.6: path ID (host), existence, internal, active jobs; a soft delete."""
         record = await self._mutable(connection_id)
-        if await self.store.has_active_jobs(record.config_name):
+        if await self.store.has_active_jobs(record.config_name, tenant=SINGLE_TENANT):
             raise _active_jobs("delete")
-        if not await self.store.soft_delete_connection(connection_id, self.clock.now()):
+        if not await self.store.soft_delete_connection(
+            connection_id, self.clock.now(), tenant=SINGLE_TENANT
+        ):
             raise not_found("connection")
         self.schema_cache.invalidate(record.config_name)
 
@@ -583,8 +586,8 @@ class ConnectionService:
         """§2.6.10: existence, internal, then an atomic set-if-unassigned."""
         await self._mutable(connection_id)
         now = self.clock.now()
-        if not await self.store.assign_product(connection_id, product, now):
-            if await self.store.get_connection(connection_id) is None:
+        if not await self.store.assign_product(connection_id, product, now, tenant=SINGLE_TENANT):
+            if await self.store.get_connection(connection_id, tenant=SINGLE_TENANT) is None:
                 raise not_found("connection")
             raise ApiError(
                 "FET-1015",
@@ -765,7 +768,7 @@ class ConnectionService:
 
     async def _resolve_name(self, name: str) -> Target | None:
         """Internal, then stored; a name that is both is ambiguous and does not resolve."""
-        record = await self.store.get_connection_by_name(name)
+        record = await self.store.get_connection_by_name(name, tenant=SINGLE_TENANT)
         descriptor = self.internal.get(name)
         if record is not None and descriptor is not None:
             return None

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from fetcher.services.jsontext import compact_json
 from fetcher.services.ports import MetadataStore
+from fetcher.services.principal import SINGLE_TENANT
 from fetcher.services.records import EventType, OutboxRow
 from fetcher.services.timeutil import format_ms
 
@@ -107,7 +108,13 @@ class EventFeed:
             room = PAGE_BYTES - size
             requested = min(limit - len(rows), BATCH_ROWS, room // max(largest, 1) + 1)
             last = rows[-1].feed_seq or start
-            batch = await self.store.read_feed(after=last, limit=requested, event_type=event_type)
+            batch = await self.store.read_feed(
+                after=last,
+                limit=requested,
+                event_type=event_type,
+                tenant=SINGLE_TENANT,
+                products=None,
+            )
         return _page(rows, after)
 
     async def _first_batch(
@@ -117,7 +124,9 @@ class EventFeed:
         deadline = time.monotonic() + wait
         while True:
             wakeup = self._current()
-            rows = await self.store.read_feed(after=start, limit=count, event_type=event_type)
+            rows = await self.store.read_feed(
+                after=start, limit=count, event_type=event_type, tenant=SINGLE_TENANT, products=None
+            )
             remaining = deadline - time.monotonic()
             if rows or remaining <= 0:
                 return rows

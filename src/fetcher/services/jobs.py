@@ -23,6 +23,7 @@ from fetcher.services.jsontext import compact_json
 from fetcher.services.log_context import bind_log_context, id_list
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import ActiveDuplicateError, MetadataStore
+from fetcher.services.principal import SINGLE_TENANT
 from fetcher.services.records import ConnectionRecord, JobRecord
 from fetcher.services.responses import JobAccepted, JobResponse, shape
 from fetcher.services.runtime_ports import WorkPublisher
@@ -91,7 +92,7 @@ class JobService:
     clock: SystemClock = field(default_factory=SystemClock)
 
     async def get(self, job_id: str) -> dict[str, object]:
-        job = await self.store.get_job(job_id)
+        job = await self.store.get_job(job_id, tenant=SINGLE_TENANT)
         if job is None:
             raise not_found("job")
         return job_response(job)
@@ -131,7 +132,9 @@ class JobService:
         return _accepted(job, duplicate=True), False
 
     async def _dedup_match(self, request_hash: str) -> JobRecord | None:
-        return await self.store.find_dedup_match(request_hash, self.clock.now() - DEDUP_WINDOW)
+        return await self.store.find_dedup_match(
+            request_hash, self.clock.now() - DEDUP_WINDOW, tenant=SINGLE_TENANT
+        )
 
     async def _resolve(self, job: ValidatedJob) -> dict[str, ConnectionRecord]:
         """§3.6 step 14: every datasource resolves to exactly one internal or stored one."""
@@ -139,7 +142,7 @@ class JobService:
         stored: dict[str, ConnectionRecord] = {}
         missing: list[str] = []
         for name in names:
-            record = await self.store.get_connection_by_name(name)
+            record = await self.store.get_connection_by_name(name, tenant=SINGLE_TENANT)
             if record is not None and name in self.internal:
                 raise _missing(f"datasource '{name}' is ambiguous")
             if record is not None:

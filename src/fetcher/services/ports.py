@@ -12,11 +12,20 @@ Errors crossing this port are drawn here, closed:
 
 Implementations MUST translate driver exceptions into these at one edge, and MUST NOT put the
 DSN, a password or any credential in an exception message or a log line.
+
+Tenancy (§12.5): every connection, job and outbox row belongs to one tenant (``""`` in
+single-tenant mode). Every read a caller makes on behalf of a request takes a keyword-only
+``tenant`` with no default, so no call can forget it, and sees only that tenant's rows; a write
+by ID matches only a row of that tenant (another tenant's ID is "absent"). Inserts take the
+tenant from the record. The job transitions (claim, complete, fail) and the relay's and
+reaper's methods act by job or event ID on rows their caller already loaded within a tenant,
+or on every tenant (the reaper, the relay); an outbox row takes its tenant and product from its
+job. ``feed_seq`` stays global.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Protocol
@@ -108,22 +117,28 @@ class MetadataStore(Protocol):
     async def insert_connection(self, record: ConnectionRecord) -> None:
         """Store a new connection.
 
-        MUST raise :class:`ConflictError` when a non-deleted connection has the same
-        ``config_name``, enforced by the store itself (a partial unique index) so that of two
-        concurrent inserts exactly one succeeds.
+        MUST raise :class:`ConflictError` when a non-deleted connection of the same tenant has
+        the same ``config_name`` (§12.5: unique per tenant), enforced by the store itself (a
+        partial unique index) so that of two concurrent inserts exactly one succeeds.
         """
         ...
 
-    async def get_connection(self, connection_id: str) -> ConnectionRecord | None:
-        """The non-deleted connection with this ID, else ``None``."""
+    async def get_connection(self, connection_id: str, *, tenant: str) -> ConnectionRecord | None:
+        """The tenant's non-deleted connection with this ID, else ``None``."""
         ...
 
-    async def get_connection_by_name(self, config_name: str) -> ConnectionRecord | None:
-        """The non-deleted connection with this ``config_name`` (case-sensitive), else ``None``."""
+    async def get_connection_by_name(
+        self, config_name: str, *, tenant: str
+    ) -> ConnectionRecord | None:
+        """The tenant's non-deleted connection with this ``config_name`` (case-sensitive), else
+        ``None``."""
         ...
 
-    async def list_connections(self, query: ConnectionQuery) -> tuple[list[ConnectionRecord], int]:
-        """One slice of the non-deleted connections matching ``query``, and their total count.
+    async def list_connections(
+        self, query: ConnectionQuery, *, tenant: str
+    ) -> tuple[list[ConnectionRecord], int]:
+        """One slice of the tenant's non-deleted connections matching ``query``, and their total
+        count (of the tenant's rows only, §12.5).
 
         Sorted by ``created_at`` then ``id``, both in ``query.sort`` direction (§2.6.2).
         ``type`` matches case-insensitively.
@@ -131,38 +146,47 @@ class MetadataStore(Protocol):
         ...
 
     async def update_connection(self, record: ConnectionRecord) -> bool:
-        """Replace every mutable field of the non-deleted connection ``record.id``.
+        """Replace every mutable field of the non-deleted connection ``record.id`` of the tenant
+        ``record.tenant``.
 
-        ``id``, ``product_name``, ``created_at`` and ``deleted_at`` are not changed. Returns
-        ``False`` when no such connection exists. Raises :class:`ConflictError` as
-        :meth:`insert_connection` does.
+        ``id``, ``product_name``, ``tenant``, ``created_by``, ``created_at`` and ``deleted_at``
+        are not changed. Returns ``False`` when no such connection exists in that tenant.
+        Raises :class:`ConflictError` as :meth:`insert_connection` does.
         """
         ...
 
-    async def soft_delete_connection(self, connection_id: str, now: datetime) -> bool:
-        """Set ``deleted_at = updated_at = now`` (§2.6.6); ``False`` when absent or deleted.
+    async def soft_delete_connection(
+        self, connection_id: str, now: datetime, *, tenant: str
+    ) -> bool:
+        """Set ``deleted_at = updated_at = now`` (§2.6.6); ``False`` when absent, deleted or
+        another tenant's.
 
         The ``config_name`` becomes free for reuse.
         """
         ...
 
-    async def assign_product(self, connection_id: str, product_name: str, now: datetime) -> bool:
+    async def assign_product(
+        self, connection_id: str, product_name: str, now: datetime, *, tenant: str
+    ) -> bool:
         """Atomically set ``product_name`` and ``updated_at`` only where no product is set.
 
-        ``False`` when the connection is absent, deleted or already assigned (§2.6.10).
+        ``False`` when the connection is absent, deleted, another tenant's or already assigned
+        (§2.6.10).
         """
         ...
 
-    async def has_active_jobs(self, config_name: str) -> bool:
-        """Whether a ``pending``/``processing`` job's ``mappedFields`` has this key (§2.6.5)."""
+    async def has_active_jobs(self, config_name: str, *, tenant: str) -> bool:
+        """Whether a ``pending``/``processing`` job of the tenant has this ``mappedFields`` key
+        (§2.6.5)."""
         ...
 
     # -- jobs (§3.8, §4) -------------------------------------------------------------------
 
     async def find_dedup_match(
-        self, request_hash: str, completed_since: datetime
+        self, request_hash: str, completed_since: datetime, *, tenant: str
     ) -> JobRecord | None:
-        """The newest job (by ``created_at``, then ``id``) with this hash that is §3.8 eligible.
+        """The tenant's newest job (by ``created_at``, then ``id``) with this hash that is §3.8
+        eligible (§12.5: deduplication is per tenant).
 
         Eligible: ``pending``/``processing`` of any age, or ``completed`` with
         ``created_at >= completed_since``. A ``failed`` job never matches.
@@ -170,16 +194,18 @@ class MetadataStore(Protocol):
         ...
 
     async def insert_job(self, record: JobRecord) -> None:
-        """Store a new job with its documents verbatim and the datasource names it maps.
+        """Store a new job of ``record.tenant`` with its documents verbatim, the datasource names
+        it maps and its product (the normalized source, §3.7).
 
         MUST raise :class:`ActiveDuplicateError` when ``record.dedup_active`` and another
-        active job has the same ``request_hash`` (a unique index over ``request_hash`` where
-        ``dedup_active``), so that of N concurrent inserts exactly one succeeds.
+        active job of the same tenant has the same ``request_hash`` (a unique index over
+        ``(tenant, request_hash)`` where ``dedup_active``), so that of N concurrent inserts
+        exactly one succeeds.
         """
         ...
 
-    async def get_job(self, job_id: str) -> JobRecord | None:
-        """The job with this ID, else ``None``."""
+    async def get_job(self, job_id: str, *, tenant: str) -> JobRecord | None:
+        """The tenant's job with this ID, else ``None``."""
         ...
 
     async def claim_job(self, job_id: str, now: datetime) -> bool:
@@ -269,9 +295,17 @@ class MetadataStore(Protocol):
         ...
 
     async def read_feed(
-        self, *, after: int, limit: int, event_type: EventType | None = None
+        self,
+        *,
+        after: int,
+        limit: int,
+        event_type: EventType | None = None,
+        tenant: str,
+        products: Collection[str] | None,
     ) -> list[OutboxRow]:
-        """Rows with a ``feed_seq`` greater than ``after``, ascending by ``feed_seq``."""
+        """The tenant's rows with a ``feed_seq`` greater than ``after``, ascending by
+        ``feed_seq``; with ``products`` (a product-restricted token, §12.4) only the rows of
+        jobs whose normalized source is one of them. An index serves both filters."""
         ...
 
     async def count_unsent(self) -> int:

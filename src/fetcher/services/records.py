@@ -8,6 +8,7 @@ Encrypted credentials never appear in ``repr`` (architecture rule 12).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +25,7 @@ __all__ = [
     "JobRecord",
     "OutboxEvent",
     "OutboxRow",
+    "normalized_source",
 ]
 
 #: §4.1 job statuses.
@@ -145,7 +147,11 @@ class OutboxEvent:
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
-    """A stored outbox row. ``feed_seq`` is ``None`` until assigned (§2.12)."""
+    """A stored outbox row. ``feed_seq`` is ``None`` until assigned (§2.12).
+
+    ``tenant`` is the tenant of the row's job (§12.5), copied by the store when it writes the
+    row, so the relay signs it with that tenant's key (§8.5).
+    """
 
     id: int
     feed_seq: int | None
@@ -157,6 +163,7 @@ class OutboxRow:
     headers: dict[str, str]
     created_at: datetime
     sent_at: datetime | None = None
+    tenant: str = ""
 
     def event(self) -> OutboxEvent:
         """The event this row stores."""
@@ -169,3 +176,12 @@ class OutboxRow:
             headers=self.headers,
             created_at=self.created_at,
         )
+
+
+def normalized_source(metadata_json: str) -> str:
+    """§3.7: ``lower(trim(metadata.source))`` of a stored job's metadata document: the job's
+    product, against which ownership (§3.7) and product-restricted tokens (§12.4) are checked.
+    ``""`` when the document has no string ``source`` (never the case for an accepted job)."""
+    document = json.loads(metadata_json)
+    source = document.get("source") if isinstance(document, dict) else None
+    return source.strip().lower() if isinstance(source, str) else ""

@@ -96,5 +96,5 @@ async def test_concurrent_claims_skip_locked_rows(store: PostgresMetadataStore) 
 async def test_feed_seq_assigned_after_commit(store: PostgresMetadataStore) -> None:
     record = await processing_job(store, "auto")
     await complete(store, record.id)
-    feed = await store.read_feed(after=0, limit=10)
+    feed = await store.read_feed(after=0, limit=10, tenant="", products=None)
     assert [(r.job_id, r.feed_seq) for r in feed] == [(record.id, 1)]

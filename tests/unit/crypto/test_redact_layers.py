@@ -105,7 +105,7 @@ async def test_the_worker_redacts_the_pinned_address(
     # step 1 knowing the pinned address keeps it out of the job's error.
     world.database.fail_on["connect"] = f"refused by peer_{PINNED}_on sentinel-Pa55word"
     await world.handler.handle(world.delivery())
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.status == "failed"
     assert job.error is not None
@@ -132,7 +132,7 @@ async def test_the_worker_redacts_every_resolved_address(
     # Glued to word characters, so no pattern step (8, 11) can see the second address.
     world.database.fail_on["connect"] = f"tried x{other}x then gave up"
     await world.handler.handle(world.delivery())
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.error is not None
     assert other not in job.error

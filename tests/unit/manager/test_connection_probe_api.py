@@ -58,7 +58,7 @@ async def test_test_decryption_failure_is_failure(h: Harness) -> None:
     from dataclasses import replace
 
     created = await h.create_ok()
-    record = await h.store.get_connection_by_name("pg_main")
+    record = await h.store.get_connection_by_name("pg_main", tenant="")
     assert record is not None
     await h.store.update_connection(replace(record, encryption_key_version="9"))
     body = (await h.client.post(f"{C}/{created['id']}/test")).json()
@@ -91,7 +91,7 @@ async def test_test_errors(h: Harness) -> None:
 async def test_test_ssrf_predial_blocks(make_harness: HarnessFactory) -> None:
     h = await make_harness(env={"SSRF_GUARD_ENABLED": "true"})
     created = await h.create_ok(host="93.184.216.34")
-    record = await h.store.get_connection_by_name("pg_main")
+    record = await h.store.get_connection_by_name("pg_main", tenant="")
     assert record is not None
     from dataclasses import replace
 
@@ -218,7 +218,7 @@ async def test_schema_ssrf_predial(make_harness: HarnessFactory) -> None:
 
     h = await make_harness(env={"SSRF_GUARD_ENABLED": "true"})
     created = await h.create_ok(host="93.184.216.34")
-    record = await h.store.get_connection_by_name("pg_main")
+    record = await h.store.get_connection_by_name("pg_main", tenant="")
     assert record is not None
     await h.store.update_connection(replace(record, host="10.0.0.8"))
     assert_error(await h.client.get(f"{C}/{created['id']}/schema"), 400, "FET-0414")
@@ -366,7 +366,7 @@ async def test_validate_schema_uses_the_cache_until_updated(hi_pair: Harness) ->
     from dataclasses import replace
     from datetime import timedelta
 
-    record = await h.store.get_connection_by_name("pg_a")
+    record = await h.store.get_connection_by_name("pg_a", tenant="")
     assert record is not None
     await h.store.update_connection(replace(record, updated_at=record.updated_at + timedelta(1)))
     assert (await _validate(h, body)).status_code == 200

@@ -360,7 +360,7 @@ async def test_unassigned_lists_only_connections_without_product(
     hi: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await hi.create_ok("s_one")
-    record = await hi.store.get_connection_by_name("s_one")
+    record = await hi.store.get_connection_by_name("s_one", tenant="")
     assert record is not None
     from dataclasses import replace
 
@@ -456,7 +456,7 @@ async def test_patch_ssrf_is_fet_0414(make_harness: HarnessFactory) -> None:
 
 async def _stored_password(h: Harness, name: str) -> str | None:
     service: ConnectionService = h.runtime.connections
-    record = await h.store.get_connection_by_name(name)
+    record = await h.store.get_connection_by_name(name, tenant="")
     assert record is not None
     assert record.password_encrypted is not None
     return service.cipher.decrypt(
@@ -466,9 +466,9 @@ async def _stored_password(h: Harness, name: str) -> str | None:
 
 async def test_patch_reencrypts_password_only_when_sent(h: Harness) -> None:
     created = await h.create_ok()
-    before = await h.store.get_connection_by_name("pg_main")
+    before = await h.store.get_connection_by_name("pg_main", tenant="")
     await _patch(h, created["id"], {"userName": "other"})
-    kept = await h.store.get_connection_by_name("pg_main")
+    kept = await h.store.get_connection_by_name("pg_main", tenant="")
     assert before is not None
     assert kept is not None
     assert kept.password_encrypted == before.password_encrypted
@@ -480,14 +480,14 @@ async def test_patch_ssl_key_kept_unless_ssl_sent(h: Harness) -> None:
     pem = "-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----\n"
     cert = "-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n"
     created = await h.create_ok(ssl={"mode": "require", "cert": cert, "key": pem})
-    before = await h.store.get_connection_by_name("pg_main")
+    before = await h.store.get_connection_by_name("pg_main", tenant="")
     await _patch(h, created["id"], {"port": 6543, "password": "pw2"})
-    after = await h.store.get_connection_by_name("pg_main")
+    after = await h.store.get_connection_by_name("pg_main", tenant="")
     assert before is not None
     assert after is not None
     assert after.ssl_key_encrypted == before.ssl_key_encrypted
     await _patch(h, created["id"], {"ssl": {"mode": "disable"}, "password": "pw2"})
-    cleared = await h.store.get_connection_by_name("pg_main")
+    cleared = await h.store.get_connection_by_name("pg_main", tenant="")
     assert cleared is not None
     assert cleared.ssl_key_encrypted is None
 
@@ -508,7 +508,7 @@ async def test_patch_rekeys_kept_secrets_when_the_key_version_changes(
     pem = "-----BEGIN PRIVATE KEY-----\nk\n-----END PRIVATE KEY-----\n"
     cert = "-----BEGIN CERTIFICATE-----\nc\n-----END CERTIFICATE-----\n"
     created = await h.create_ok(ssl={"mode": "require", "cert": cert, "key": pem})
-    record = await h.store.get_connection_by_name("pg_main")
+    record = await h.store.get_connection_by_name("pg_main", tenant="")
     assert record is not None
     legacy = replace(
         record,
@@ -518,7 +518,7 @@ async def test_patch_rekeys_kept_secrets_when_the_key_version_changes(
     )
     await h.store.update_connection(legacy)
     await _patch(h, created["id"], {"password": "new-pass"})
-    updated = await h.store.get_connection_by_name("pg_main")
+    updated = await h.store.get_connection_by_name("pg_main", tenant="")
     assert updated is not None
     assert updated.encryption_key_version == "2"
     assert updated.ssl_key_encrypted is not None
@@ -542,7 +542,7 @@ async def test_patch_type_to_sqlite_clears_credentials(
     response = await _patch(h, created["id"], {"type": "SQLITE", "databaseName": str(path)})
     assert response.status_code == 200, response.text
     assert {"host", "port", "userName"}.isdisjoint(response.json())
-    record = await h.store.get_connection_by_name("pg_main")
+    record = await h.store.get_connection_by_name("pg_main", tenant="")
     assert record is not None
     assert (record.host, record.port, record.user_name, record.password_encrypted) == (
         None, None, None, None,
@@ -604,7 +604,7 @@ async def _orphan(h: Harness) -> str:
     from dataclasses import replace
 
     await h.create_ok("seed")
-    record = await h.store.get_connection_by_name("seed")
+    record = await h.store.get_connection_by_name("seed", tenant="")
     assert record is not None
     orphan = replace(record, id=str(uuid.uuid4()), config_name="orphan", product_name=None)
     await h.store.insert_connection(orphan)

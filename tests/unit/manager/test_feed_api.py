@@ -64,14 +64,14 @@ async def test_items_reproduce_the_stored_event(h: Harness) -> None:
     assert {"t", "signature-version", "x-message-signature"}.isdisjoint(item["headers"])
     assert item["createdAt"] == "2026-01-02T03:04:05.678Z"
     assert "publishedAt" not in item
-    [row] = await h.store.read_feed(after=0, limit=1)
+    [row] = await h.store.read_feed(after=0, limit=1, tenant="", products=None)
     assert json.dumps(item["data"], ensure_ascii=False, separators=(",", ":")).encode() == row.body
     assert row.body in response.content
 
 
 async def test_published_at_after_ack(h: Harness) -> None:
     await _fail_job(h)
-    [row] = await h.store.read_feed(after=0, limit=1)
+    [row] = await h.store.read_feed(after=0, limit=1, tenant="", products=None)
     await h.store.mark_sent([row.ce_id], datetime(2026, 1, 2, 3, 4, 6, tzinfo=UTC))
     [item] = (await h.client.get(E)).json()["items"]
     assert item["publishedAt"] == "2026-01-02T03:04:06.000Z"

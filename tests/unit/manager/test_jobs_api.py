@@ -190,7 +190,7 @@ async def test_step_14_ambiguous_name(make_harness: HarnessFactory) -> None:
     )
     h = await make_harness(internal={"pg_main": internal})
     seed = await h.create_ok("seed")
-    record = await h.store.get_connection(seed["id"])
+    record = await h.store.get_connection(seed["id"], tenant="")
     assert record is not None
     await h.store.insert_connection(replace(record, id=str(uuid.uuid4()), config_name="pg_main"))
     error = assert_error(await h.client.post(J, json=job()), 400, "FET-1020", "Missing Data Source")
@@ -199,7 +199,7 @@ async def test_step_14_ambiguous_name(make_harness: HarnessFactory) -> None:
 
 
 async def test_step_14a_unassigned_connection(hp: Harness) -> None:
-    record = await hp.store.get_connection_by_name("pg_main")
+    record = await hp.store.get_connection_by_name("pg_main", tenant="")
     assert record is not None
     orphan = replace(record, id=str(uuid.uuid4()), config_name="orphan", product_name=None)
     await hp.store.insert_connection(orphan)
@@ -239,7 +239,7 @@ async def test_step_14b_live_test_failure(hp: Harness) -> None:
 async def test_step_14b_ssrf(make_harness: HarnessFactory) -> None:
     h = await make_harness(env={"SSRF_GUARD_ENABLED": "true"})
     await h.create_ok(host="93.184.216.34")
-    record = await h.store.get_connection_by_name("pg_main")
+    record = await h.store.get_connection_by_name("pg_main", tenant="")
     assert record is not None
     await h.store.update_connection(replace(record, host="192.168.1.1"))
     assert_error(await h.client.post(J, json=job()), 400, "FET-0414")
@@ -292,7 +292,7 @@ async def test_publish_failure_is_503_and_fails_the_job(hp: Harness) -> None:
     assert len(failed) == 1
     assert failed[0].error == "process failed: unable to publish"
     assert failed[0].completed_at is not None
-    rows = await hp.store.read_feed(after=0, limit=10)
+    rows = await hp.store.read_feed(after=0, limit=10, tenant="", products=None)
     assert [r.routing_key for r in rows] == ["job.failed"]
     payload = json.loads(rows[0].body)
     assert payload["metadata"]["error"] == {"message": "process failed: unable to publish"}

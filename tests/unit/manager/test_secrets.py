@@ -80,6 +80,6 @@ async def test_sentinel_never_leaves_the_process(
     for record in caplog.records:
         assert SENTINEL not in record.getMessage()
         assert "KEYSENTINEL0042" not in record.getMessage()
-    stored = await h.store.get_connection(ident)
+    stored = await h.store.get_connection(ident, tenant="")
     assert stored is not None
     assert SENTINEL not in repr(stored)

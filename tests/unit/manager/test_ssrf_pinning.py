@@ -49,7 +49,7 @@ async def _stored(h: Harness, host: str = "db.example.com") -> str:
     """A connection whose stored host is ``host`` (written behind the create-time literal
     check, as if the host had been valid when it was created)."""
     created = await h.create_ok(host="db.example.com")
-    record = await h.store.get_connection(created["id"])
+    record = await h.store.get_connection(created["id"], tenant="")
     assert record is not None
     await h.store.update_connection(replace(record, host=host))
     h.db("pg_main").add(table("public", "accounts", "id"), [{"id": "1"}])

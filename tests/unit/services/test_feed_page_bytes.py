@@ -5,7 +5,7 @@ beyond the page, whatever ``limit`` asks for. Runs over a real SQLite metadata s
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,9 +34,17 @@ class CountingStore(SqliteMetadataStore):
     reads: list[int]
 
     async def read_feed(
-        self, *, after: int, limit: int, event_type: EventType | None = None
+        self,
+        *,
+        after: int,
+        limit: int,
+        event_type: EventType | None = None,
+        tenant: str,
+        products: Collection[str] | None,
     ) -> list[OutboxRow]:
-        rows = await super().read_feed(after=after, limit=limit, event_type=event_type)
+        rows = await super().read_feed(
+            after=after, limit=limit, event_type=event_type, tenant=tenant, products=products
+        )
         self.reads.append(len(rows))
         return rows
 

@@ -137,7 +137,7 @@ class StoreContract:
         await store.migrate()
         await store.ping()
         await store.insert_connection(connection("after_migrate"))
-        assert await store.get_connection_by_name("after_migrate") is not None
+        assert await store.get_connection_by_name("after_migrate", tenant="") is not None
 
     async def test_process_lock_is_granted(self, store: MetadataStore) -> None:
         assert await store.acquire_process_lock()
@@ -171,29 +171,29 @@ class StoreContract:
             metadata={"zeta": "z", "alpha": 1.5, "flag": True, "none": None, "n": 10},
         )
         await store.insert_connection(record)
-        got = await store.get_connection(record.id)
+        got = await store.get_connection(record.id, tenant="")
         assert got is not None
         assert got.created_at == T0  # truncated to milliseconds
         assert got == replace(record, created_at=T0, updated_at=T0)
         assert list(got.metadata) == ["zeta", "alpha", "flag", "none", "n"]
         assert "cGFzc3dvcmQtc2VudGluZWw=" not in repr(got)
         assert "a2V5LXNlbnRpbmVs" not in repr(got)
-        assert await store.get_connection_by_name("pg_main") == got
-        assert await store.get_connection_by_name("PG_MAIN") is None
-        assert await store.get_connection(new_id()) is None
+        assert await store.get_connection_by_name("pg_main", tenant="") == got
+        assert await store.get_connection_by_name("PG_MAIN", tenant="") is None
+        assert await store.get_connection(new_id(), tenant="") is None
 
     async def test_config_name_unique_and_freed_by_soft_delete(self, store: MetadataStore) -> None:
         first = connection("shared")
         await store.insert_connection(first)
         with pytest.raises(ConflictError):
             await store.insert_connection(connection("shared"))
-        assert await store.soft_delete_connection(first.id, T0 + MS)
-        assert not await store.soft_delete_connection(first.id, T0 + MS)
-        assert await store.get_connection(first.id) is None
-        assert await store.get_connection_by_name("shared") is None
+        assert await store.soft_delete_connection(first.id, T0 + MS, tenant="")
+        assert not await store.soft_delete_connection(first.id, T0 + MS, tenant="")
+        assert await store.get_connection(first.id, tenant="") is None
+        assert await store.get_connection_by_name("shared", tenant="") is None
         second = connection("shared")
         await store.insert_connection(second)
-        got = await store.get_connection_by_name("shared")
+        got = await store.get_connection_by_name("shared", tenant="")
         assert got is not None
         assert got.id == second.id
 
@@ -219,7 +219,7 @@ class StoreContract:
             updated_at=T0 + MS,
         )
         assert await store.update_connection(changed)
-        got = await store.get_connection(record.id)
+        got = await store.get_connection(record.id, tenant="")
         assert got is not None
         assert (got.config_name, got.product_name, got.host, got.metadata) == (
             "after",
@@ -231,37 +231,41 @@ class StoreContract:
         taken = replace(changed, config_name="taken")
         with pytest.raises(ConflictError):
             await store.update_connection(taken)
-        await store.soft_delete_connection(other.id, T0)
+        await store.soft_delete_connection(other.id, T0, tenant="")
         assert await store.update_connection(taken)
-        assert await store.soft_delete_connection(record.id, T0)
+        assert await store.soft_delete_connection(record.id, T0, tenant="")
         assert not await store.update_connection(taken)
 
     async def test_assign_product_only_once(self, store: MetadataStore) -> None:
         record = connection("assignable")
         await store.insert_connection(record)
         results = await asyncio.gather(
-            *(store.assign_product(record.id, f"p{i}", T0 + MS) for i in range(5))
+            *(store.assign_product(record.id, f"p{i}", T0 + MS, tenant="") for i in range(5))
         )
         assert sorted(results) == [False, False, False, False, True]
-        got = await store.get_connection(record.id)
+        got = await store.get_connection(record.id, tenant="")
         assert got is not None
         assert got.product_name == f"p{results.index(True)}"
         assert got.updated_at == T0 + MS
-        assert not await store.assign_product(new_id(), "p", T0)
+        assert not await store.assign_product(new_id(), "p", T0, tenant="")
 
     async def test_list_sorts_by_created_then_id_and_paginates(self, store: MetadataStore) -> None:
         ids = [f"0190{i:04d}-0000-7000-8000-000000000000" for i in range(5)]
         times = [T0, T0 + MS, T0 + MS, T0 + 2 * MS, T0 + 3 * MS]
         for i in (3, 0, 4, 2, 1):
             await store.insert_connection(connection(f"conn_{i}", cid=ids[i], created=times[i]))
-        items, total = await store.list_connections(ConnectionQuery(limit=10, sort="asc"))
+        items, total = await store.list_connections(
+            ConnectionQuery(limit=10, sort="asc"), tenant=""
+        )
         assert total == 5
         assert [c.id for c in items] == ids
-        items, total = await store.list_connections(ConnectionQuery(limit=10))
+        items, total = await store.list_connections(ConnectionQuery(limit=10), tenant="")
         assert [c.id for c in items] == ids[::-1]
-        page, total = await store.list_connections(ConnectionQuery(offset=2, limit=2, sort="asc"))
+        page, total = await store.list_connections(
+            ConnectionQuery(offset=2, limit=2, sort="asc"), tenant=""
+        )
         assert ([c.id for c in page], total) == (ids[2:4], 5)
-        empty, total = await store.list_connections(ConnectionQuery(offset=10, limit=2))
+        empty, total = await store.list_connections(ConnectionQuery(offset=10, limit=2), tenant="")
         assert (empty, total) == ([], 5)
 
     async def test_list_filters(self, store: MetadataStore) -> None:
@@ -274,11 +278,12 @@ class StoreContract:
         ]
         for row in rows:
             await store.insert_connection(row)
-        await store.soft_delete_connection(rows[3].id, T0)
+        await store.soft_delete_connection(rows[3].id, T0, tenant="")
 
         async def names(**kwargs: object) -> list[str]:
             items, total = await store.list_connections(
-                ConnectionQuery(limit=100, sort="asc", **kwargs)  # type: ignore[arg-type]
+                ConnectionQuery(limit=100, sort="asc", **kwargs),  # type: ignore[arg-type]
+                tenant="",
             )
             assert total == len(items)
             return [c.config_name for c in items]
@@ -308,7 +313,7 @@ class StoreContract:
         await store.insert_connection(connection("other_meta", metadata={"team": "edge"}))
 
         async def count(*pairs: tuple[str, str]) -> int:
-            return (await store.list_connections(ConnectionQuery(metadata=pairs)))[1]
+            return (await store.list_connections(ConnectionQuery(metadata=pairs), tenant=""))[1]
 
         assert await count(("team", "core")) == 1
         assert await count(("n", "10")) == 1
@@ -325,16 +330,16 @@ class StoreContract:
         assert await count(("team", "core"), ("n", "11")) == 0
 
     async def test_has_active_jobs(self, store: MetadataStore) -> None:
-        assert not await store.has_active_jobs("pg_main")
+        assert not await store.has_active_jobs("pg_main", tenant="")
         record = job(mapped='{"pg_main":{"t":["a"]},"mongo":{"c":["x"]}}')
         await store.insert_job(record)
-        assert await store.has_active_jobs("pg_main")
-        assert await store.has_active_jobs("mongo")
-        assert not await store.has_active_jobs("PG_MAIN")
+        assert await store.has_active_jobs("pg_main", tenant="")
+        assert await store.has_active_jobs("mongo", tenant="")
+        assert not await store.has_active_jobs("PG_MAIN", tenant="")
         assert await store.claim_job(record.id, T0)
-        assert await store.has_active_jobs("mongo")
+        assert await store.has_active_jobs("mongo", tenant="")
         assert await complete(store, record.id)
-        assert not await store.has_active_jobs("pg_main")
+        assert not await store.has_active_jobs("pg_main", tenant="")
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -350,12 +355,12 @@ class StoreContract:
             request_id="req-1",
         )
         await store.insert_job(record)
-        got = await store.get_job(record.id)
+        got = await store.get_job(record.id, tenant="")
         assert got == record
         assert got is not None
         assert got.filters_json == text
         assert list(got.connection_ids) == ["z", "a"]
-        assert await store.get_job(new_id()) is None
+        assert await store.get_job(new_id(), tenant="") is None
 
     async def test_dedup_match_rules(self, store: MetadataStore) -> None:
         old = T0 - timedelta(days=30)
@@ -368,26 +373,26 @@ class StoreContract:
             completed_at=T0,
             event=event(failed.id, "failed"),
         )
-        assert await store.find_dedup_match("h", T0 - MS) is None
+        assert await store.find_dedup_match("h", T0 - MS, tenant="") is None
 
         done = job("h", created=T0)
         await store.insert_job(done)
         await store.claim_job(done.id, T0)
         await complete(store, done.id)
-        match = await store.find_dedup_match("h", T0)
+        match = await store.find_dedup_match("h", T0, tenant="")
         assert match is not None
         assert match.id == done.id
-        assert await store.find_dedup_match("h", T0 + MS) is None
+        assert await store.find_dedup_match("h", T0 + MS, tenant="") is None
 
         active = job("h", created=old)
         await store.insert_job(active)
-        match = await store.find_dedup_match("h", T0 + MS)
+        match = await store.find_dedup_match("h", T0 + MS, tenant="")
         assert match is not None
         assert match.id == active.id
-        match = await store.find_dedup_match("h", T0)  # the newest eligible one wins
+        match = await store.find_dedup_match("h", T0, tenant="")  # the newest eligible one wins
         assert match is not None
         assert match.id == done.id
-        assert await store.find_dedup_match("other", old) is None
+        assert await store.find_dedup_match("other", old, tenant="") is None
 
     async def test_active_hash_guard_under_concurrency(self, store: MetadataStore) -> None:
         records = [job("same") for _ in range(20)]
@@ -397,10 +402,10 @@ class StoreContract:
         winners = [r for r, o in zip(records, outcomes, strict=True) if o is None]
         assert len(winners) == 1
         assert all(isinstance(o, ActiveDuplicateError) for o in outcomes if o is not None)
-        match = await store.find_dedup_match("same", T0)
+        match = await store.find_dedup_match("same", T0, tenant="")
         assert match is not None
         assert match.id == winners[0].id
-        losers = [await store.get_job(r.id) for r in records if r is not winners[0]]
+        losers = [await store.get_job(r.id, tenant="") for r in records if r is not winners[0]]
         assert losers == [None] * 19
 
     async def test_hash_is_free_again_after_a_terminal_state(self, store: MetadataStore) -> None:
@@ -412,7 +417,7 @@ class StoreContract:
         await store.insert_job(done)  # inactive rows never collide
         second = job("again")
         await store.insert_job(second)
-        got = await store.get_job(first.id)
+        got = await store.get_job(first.id, tenant="")
         assert got is not None
         assert not got.dedup_active
 
@@ -421,7 +426,7 @@ class StoreContract:
         await store.insert_job(record)
         results = await asyncio.gather(*(store.claim_job(record.id, T0 + MS) for _ in range(10)))
         assert results.count(True) == 1
-        got = await store.get_job(record.id)
+        got = await store.get_job(record.id, tenant="")
         assert got is not None
         assert (got.status, got.started_at, got.updated_at) == ("processing", T0 + MS, T0 + MS)
         assert got.dedup_active
@@ -435,7 +440,7 @@ class StoreContract:
         assert await store.count_unsent() == 0
         await store.claim_job(record.id, T0)
         assert await complete(store, record.id, T0 + MS)
-        got = await store.get_job(record.id)
+        got = await store.get_job(record.id, tenant="")
         assert got is not None
         assert (got.status, got.dedup_active, got.completed_at) == ("completed", False, T0 + MS)
         assert (got.result_path, got.result_hmac) == (f"external-data/{record.id}.json", "9f1c")
@@ -450,7 +455,7 @@ class StoreContract:
         assert not failed
         assert await store.count_unsent() == 1
         await store.assign_feed_seq()
-        feed = await store.read_feed(after=0, limit=10)
+        feed = await store.read_feed(after=0, limit=10, tenant="", products=None)
         assert [r.event() for r in feed] == [event(record.id, "completed", T0 + MS)]
 
     async def test_fail_from_allowed_statuses_only(self, store: MetadataStore) -> None:
@@ -469,7 +474,7 @@ class StoreContract:
 
         assert not await fail("processing")
         assert await fail("pending")
-        got = await store.get_job(record.id)
+        got = await store.get_job(record.id, tenant="")
         assert got is not None
         assert (got.status, got.error, got.dedup_active) == ("failed", text, False)
         assert got.completed_at == T0 + MS
@@ -530,7 +535,7 @@ class StoreContract:
         await store.mark_sent([f"fetcher.job.failed.{records[3].id}"], T0 + 6 * MS)
         assert await store.count_unsent() == 2
 
-        feed = await store.read_feed(after=0, limit=10)
+        feed = await store.read_feed(after=0, limit=10, tenant="", products=None)
         assert [r.job_id for r in feed] == [r.id for r in records]
         seqs = [r.feed_seq or 0 for r in feed]
         assert seqs == sorted(seqs)
@@ -539,10 +544,15 @@ class StoreContract:
         assert feed[3].sent_at == T0 + 6 * MS
         assert feed[0].headers == event(records[0].id).headers
         assert list(feed[0].headers)[:2] == ["ce-specversion", "ce-id"]
-        assert [r.job_id for r in await store.read_feed(after=seqs[1], limit=1)] == [records[2].id]
-        failed = await store.read_feed(after=0, limit=10, event_type="failed")
+        assert [
+            r.job_id
+            for r in await store.read_feed(after=seqs[1], limit=1, tenant="", products=None)
+        ] == [records[2].id]
+        failed = await store.read_feed(
+            after=0, limit=10, event_type="failed", tenant="", products=None
+        )
         assert [r.job_id for r in failed] == [records[3].id]
-        assert await store.read_feed(after=seqs[-1], limit=10) == []
+        assert await store.read_feed(after=seqs[-1], limit=10, tenant="", products=None) == []
 
     async def test_claim_commits_marks_when_the_body_raises(self, store: MetadataStore) -> None:
         for i in range(2):
@@ -562,7 +572,7 @@ class StoreContract:
         records = [await processing_job(store, f"g{i}") for i in range(12)]
         await asyncio.gather(*(complete(store, r.id) for r in records), store.assign_feed_seq())
         await store.assign_feed_seq()
-        feed = await store.read_feed(after=0, limit=100)
+        feed = await store.read_feed(after=0, limit=100, tenant="", products=None)
         seqs = [r.feed_seq for r in feed]
         assert len(seqs) == 12
         assert seqs[0] is not None

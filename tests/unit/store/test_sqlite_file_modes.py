@@ -38,7 +38,7 @@ async def test_the_database_wal_and_shm_files_are_0600(tmp_path: Path, umask: in
         await store.insert_connection(connection("mode-check"))
         files = [path, path.with_name("metadata.db-wal"), path.with_name("metadata.db-shm")]
         assert {f.name: _mode(f) for f in files} == {f.name: 0o600 for f in files}
-        assert await store.get_connection_by_name("mode-check") is not None
+        assert await store.get_connection_by_name("mode-check", tenant="") is not None
 
 
 async def test_missing_directories_are_created_0700_existing_ones_kept(

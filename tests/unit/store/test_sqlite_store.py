@@ -36,11 +36,11 @@ async def test_data_survives_reopen_and_migrations_are_recorded(tmp_path: Path) 
         await first.insert_connection(connection("kept"))
     async with SqliteMetadataStore(path) as second:
         await second.migrate()
-        assert await second.get_connection_by_name("kept") is not None
+        assert await second.get_connection_by_name("kept", tenant="") is not None
         versions = await second._run(
             lambda conn: conn.execute("SELECT version FROM schema_migrations").fetchall()
         )
-        assert versions == [{"version": 1}]
+        assert versions == [{"version": 1}, {"version": 2}]
         mode = await second._run(lambda conn: conn.execute("PRAGMA journal_mode").fetchone())
         assert mode == {"journal_mode": "wal"}
 

@@ -132,7 +132,7 @@ async def test_transient_store_error_republishes_a_resigned_copy(
     assert headers["x-message-signature"] == expected_signature(world, t, body)
     assert world.database.streamed == []
     state.down = False
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.status == "pending"
 
@@ -156,7 +156,7 @@ async def test_retries_back_off_then_the_recovered_store_runs_the_job(
     state.down = False
     await world.handler.handle(delivery)
     assert delivery.outcome == "ack"
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.status == "completed"
     assert len(world.publisher.work) == 4
@@ -181,6 +181,6 @@ async def test_a_message_at_three_retries_is_dead_lettered_as_exhausted(
     assert len(world.publisher.work) == 1
     assert rejected(world, "retries_exhausted") == 1.0
     assert rejected(world, "signature") == 0.0
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.status == "pending"

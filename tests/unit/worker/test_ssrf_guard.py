@@ -58,7 +58,7 @@ def registry(world: World) -> RecordingRegistry:
 async def _run(world: World) -> tuple[str, str | None]:
     job_id = await world.submit(MAPPED)
     await world.handler.handle(world.delivery())
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     return job.status, job.error
 
@@ -139,7 +139,7 @@ async def test_internal_datasources_skip_the_guard(
     world.extraction.internal = {"ops": internal}
     job_id = await world.submit({"ops": {"accounts": ["id"]}})
     await world.handler.handle(world.delivery())
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert (job.status, job.error) == ("completed", None)
     assert dns.calls == []

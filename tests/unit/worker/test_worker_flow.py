@@ -22,7 +22,7 @@ async def test_a_job_completes_with_a_verified_object_and_one_signed_event(world
     delivery = world.delivery()
     await world.handler.handle(delivery)
     assert delivery.outcome == "ack"
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.status == "completed"
     assert job.result_path == f"external-data/{job_id}.json"
@@ -84,7 +84,7 @@ async def test_unknown_table_and_fields_fail_with_the_exact_text_and_no_object(
 ) -> None:
     job_id = await world.submit({"pg": {"nope": ["id"], "accounts": ["id", "ghost", "zz"]}})
     await world.handler.handle(world.delivery())
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.status == "failed"
     assert job.error == (
@@ -110,7 +110,7 @@ async def test_a_connect_failure_is_redacted(world: World) -> None:
         "password sentinel-Pa55word rejected"
     )
     await world.handler.handle(world.delivery())
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.error is not None
     assert job.error.startswith("failed to connect to datasource 'pg': ")
@@ -121,7 +121,7 @@ async def test_a_connect_failure_is_redacted(world: World) -> None:
 async def test_result_over_the_limit_fails_and_stores_nothing(world: World) -> None:
     job_id = await world.submit(MAPPED, limits={"maxResultBytes": 10})
     await world.handler.handle(world.delivery())
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.error == "extraction result exceeds the configured size limit (10 bytes)"
     assert not await world.objects.exists(f"external-data/{job_id}.json")
@@ -137,7 +137,7 @@ async def test_forged_and_tampered_messages_are_dead_lettered_and_run_nothing(wo
     for delivery in (forged, unsigned, tampered, wrong_version):
         await world.handler.handle(delivery)
         assert delivery.outcome == "reject"
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.status == "pending"
     assert world.database.streamed == []
@@ -162,7 +162,7 @@ async def test_an_expired_message_fails_its_pending_job(world: World) -> None:
     stale = _resigned(world, original.body, original.headers, int(time.time()) - 3601)
     await world.handler.handle(stale)
     assert stale.outcome == "reject"
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert (job.status, job.error) == ("failed", "work message expired before processing")
 
@@ -174,7 +174,7 @@ async def test_invalid_payload_fails_the_recovered_job(world: World) -> None:
     invalid = _resigned(world, body, original.headers, int(time.time()))
     await world.handler.handle(invalid)
     assert invalid.outcome == "reject"
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.error == "invalid work message: mappedFields is missing or empty"
 
@@ -185,7 +185,7 @@ async def test_header_and_body_job_ids_that_differ_are_rejected_untouched(world:
     mismatched = FakeDelivery(original.body, {**original.headers, "jobId": "other"})
     await world.handler.handle(mismatched)
     assert mismatched.outcome == "reject"
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.status == "pending"
 
@@ -208,7 +208,7 @@ async def test_the_reaper_fails_stale_pending_jobs_once(world: World) -> None:
     world.reaper.clock = _Later()
     assert await world.reaper.tick() == 1
     assert await world.reaper.tick() == 0
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert (job.status, job.error) == ("failed", NOT_PROCESSED)
 
@@ -253,7 +253,7 @@ async def test_a_decimal_t_with_leading_zeros_is_verified_as_sent(world: World) 
     )
     await world.handler.handle(delivery)
     assert delivery.outcome == "ack"
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.status == "completed"
 
@@ -272,7 +272,7 @@ async def test_a_failed_ack_after_the_claim_still_runs_the_job(world: World) -> 
     job_id = await world.submit(MAPPED)
     body, headers = world.publisher.work[-1]
     await world.handler.handle(BrokenAckDelivery(body, dict(headers)))
-    job = await world.store.get_job(job_id)
+    job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.status == "completed"
     redelivery = world.delivery()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -24,6 +24,7 @@ from fetcher.services.records import (
     MetadataValue,
     OutboxEvent,
     OutboxRow,
+    normalized_source,
 )
 from fetcher.services.timeutil import format_ms, truncate_ms
 
@@ -45,21 +46,33 @@ __all__ = [
     "job_from_row",
     "event_params",
     "outbox_from_row",
+    "job_products",
+    "feed_where",
 ]
 
 CONNECTION_COLUMNS = (
     "id, product_name, config_name, type, host, port, database_name, schema_name, user_name, "
     "password_encrypted, ssl_mode, ssl_ca, ssl_cert, ssl_key_encrypted, encryption_key_version, "
-    "metadata_json, created_at, updated_at, deleted_at"
+    "metadata_json, created_at, updated_at, deleted_at, tenant_id, created_by"
 )
 JOB_COLUMNS = (
     "id, status, request_hash, dedup_active, mapped_fields_json, filters_json, limits_json, "
     "metadata_json, connection_ids_json, result_path, result_hmac, error, request_id, "
-    "created_at, started_at, completed_at, updated_at"
+    "created_at, started_at, completed_at, updated_at, tenant_id, created_by, product"
 )
 OUTBOX_COLUMNS = (
-    "id, feed_seq, ce_id, job_id, event_type, routing_key, body, headers_json, created_at, sent_at"
+    "id, feed_seq, ce_id, job_id, event_type, routing_key, body, headers_json, created_at, "
+    "sent_at, tenant_id"
 )
+#: §12.5: columns a connection write never changes (an update keeps the row's tenant).
+CONNECTION_FIXED = frozenset(
+    {"id", "product_name", "created_at", "deleted_at", "tenant_id", "created_by"}
+)
+#: The migration after which the stores fill ``jobs.product`` and ``outbox.product`` of rows
+#: written before it (:func:`job_products`).
+TENANT_MIGRATION = 2
+#: Rows per backfill batch.
+BACKFILL_BATCH = 500
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _JOB_STATUSES = frozenset({"pending", "processing", "completed", "failed"})
@@ -166,6 +179,8 @@ def connection_params(record: ConnectionRecord, ts: Callable[[datetime], Any]) -
         "created_at": ts(record.created_at),
         "updated_at": ts(record.updated_at),
         "deleted_at": None if record.deleted_at is None else ts(record.deleted_at),
+        "tenant_id": record.tenant,
+        "created_by": record.created_by,
     }
 
 
@@ -192,6 +207,8 @@ def connection_from_row(row: Mapping[str, Any], ts: TimestampReader) -> Connecti
         created_at=ts(row["created_at"]),
         updated_at=ts(row["updated_at"]),
         deleted_at=_opt_ts(row["deleted_at"], ts),
+        tenant=row["tenant_id"],
+        created_by=row["created_by"],
     )
 
 
@@ -219,6 +236,9 @@ def job_params(record: JobRecord, ts: Callable[[datetime], Any]) -> dict[str, An
         "started_at": opt(record.started_at),
         "completed_at": opt(record.completed_at),
         "updated_at": ts(record.updated_at),
+        "tenant_id": record.tenant,
+        "created_by": record.created_by,
+        "product": normalized_source(record.metadata_json),
     }
 
 
@@ -245,7 +265,16 @@ def job_from_row(row: Mapping[str, Any], ts: TimestampReader) -> JobRecord:
         started_at=_opt_ts(row["started_at"], ts),
         completed_at=_opt_ts(row["completed_at"], ts),
         updated_at=ts(row["updated_at"]),
+        tenant=row["tenant_id"],
+        created_by=row["created_by"],
     )
+
+
+def job_products(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """``{"id", "product"}`` for job rows (``id``, ``metadata_json``) written before the
+    tenant migration: the product is the normalized source (§3.7), computed by the same Python
+    rule as at insert, since SQL ``lower``/``trim`` differ from it outside ASCII."""
+    return [{"id": r["id"], "product": normalized_source(r["metadata_json"])} for r in rows]
 
 
 def event_params(event: OutboxEvent, ts: Callable[[datetime], Any]) -> dict[str, Any]:
@@ -276,6 +305,7 @@ def outbox_from_row(row: Mapping[str, Any], ts: TimestampReader) -> OutboxRow:
         headers=cast(dict[str, str], json.loads(row["headers_json"])),
         created_at=ts(row["created_at"]),
         sent_at=_opt_ts(row["sent_at"], ts),
+        tenant=row["tenant_id"],
     )
 
 
@@ -289,11 +319,14 @@ class SqlDialect:
     metadata_match: Callable[[str, str], str]
 
 
-def list_where(query: ConnectionQuery, dialect: SqlDialect) -> tuple[str, dict[str, Any]]:
-    """The WHERE clause and parameters of one connection-list query, on either backend."""
+def list_where(
+    query: ConnectionQuery, tenant: str, dialect: SqlDialect
+) -> tuple[str, dict[str, Any]]:
+    """The WHERE clause and parameters of one connection-list query, on either backend; only
+    the tenant's rows (§12.5)."""
     p = dialect.param
-    clauses = ["deleted_at IS NULL"]
-    params: dict[str, Any] = {}
+    clauses = [f"tenant_id = {p('tenant')}", "deleted_at IS NULL"]
+    params: dict[str, Any] = {"tenant": tenant}
     if query.unassigned_only:
         clauses.append("product_name IS NULL")
     if query.product is not None:
@@ -312,4 +345,29 @@ def list_where(query: ConnectionQuery, dialect: SqlDialect) -> tuple[str, dict[s
     for i, (key, value) in enumerate(query.metadata):
         clauses.append(dialect.metadata_match(p(f"mk{i}"), p(f"mv{i}")))
         params[f"mk{i}"], params[f"mv{i}"] = key, value
+    return " AND ".join(clauses), params
+
+
+def feed_where(
+    seq: str,
+    tenant: str,
+    products: Collection[str] | None,
+    event_type: EventType | None,
+    dialect: SqlDialect,
+) -> tuple[str, dict[str, Any]]:
+    """The WHERE clause of a feed read (§2.12): the tenant's rows (§12.5) after the cursor
+    column ``seq``, of one type, and for a product-restricted token only its products' rows
+    (§12.4; an empty set matches nothing). The outbox indexes ``(tenant_id, seq)`` and
+    ``(tenant_id, product, seq)`` serve it."""
+    p = dialect.param
+    clauses = [f"tenant_id = {p('tenant')}", f"{seq} > {p('after')}"]
+    params: dict[str, Any] = {"tenant": tenant}
+    if event_type is not None:
+        clauses.append(f"event_type = {p('type')}")
+        params["type"] = event_type
+    if products is not None:
+        wanted = sorted(set(products))
+        marks = ", ".join(p(f"p{i}") for i in range(len(wanted)))
+        clauses.append(f"product IN ({marks})" if wanted else dialect.never)
+        params.update({f"p{i}": product for i, product in enumerate(wanted)})
     return " AND ".join(clauses), params

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -105,11 +105,33 @@ _DIALECT = c.SqlDialect(
 
 
 async def _insert_event(conn: Conn, event: OutboxEvent) -> None:
+    """The outbox row of ``event``, with its job's tenant and product (§12.4, §12.5)."""
     await conn.execute(
         "INSERT INTO outbox (ce_id, job_id, event_type, routing_key, body, headers_json,"
-        " created_at) VALUES (%(ce_id)s, %(job_id)s, %(event_type)s, %(routing_key)s,"
-        " %(body)s, %(headers_json)s, %(created_at)s)",
+        " created_at, tenant_id, product) SELECT %(ce_id)s, %(job_id)s, %(event_type)s,"
+        " %(routing_key)s, %(body)s, %(headers_json)s, %(created_at)s, tenant_id, product"
+        " FROM jobs WHERE id = %(job_id)s",
         c.event_params(event, c.utc_ms),
+    )
+
+
+async def _backfill_products(conn: Conn) -> None:
+    """After the tenant migration: the product of every older job and outbox row."""
+    while True:
+        cur = await conn.execute(
+            "SELECT id, metadata_json FROM jobs WHERE product IS NULL ORDER BY id LIMIT %s",
+            (c.BACKFILL_BATCH,),
+        )
+        rows = await cur.fetchall()
+        if not rows:
+            break
+        async with conn.cursor() as update:
+            await update.executemany(
+                "UPDATE jobs SET product = %(product)s WHERE id = %(id)s", c.job_products(rows)
+            )
+    await conn.execute(
+        "UPDATE outbox o SET product = j.product FROM jobs j"
+        " WHERE o.job_id = j.id AND o.product IS NULL"
     )
 
 
@@ -338,6 +360,8 @@ class PostgresMetadataStore:
                 continue
             async with conn.transaction():
                 await conn.execute(migration.sql.encode("utf-8"))
+                if migration.version == c.TENANT_MIGRATION:
+                    await _backfill_products(conn)
                 await conn.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                     (migration.version, migration.name),
@@ -374,22 +398,28 @@ class PostgresMetadataStore:
             f"INSERT INTO connections ({', '.join(params)}) VALUES ({values})", params
         )
 
-    async def _one_connection(self, column: str, value: str) -> ConnectionRecord | None:
+    async def _one_connection(
+        self, column: str, value: str, tenant: str
+    ) -> ConnectionRecord | None:
         row = await self._fetchone(
             f"SELECT {c.CONNECTION_COLUMNS} FROM connections"
-            f" WHERE {column} = %s AND deleted_at IS NULL",
-            (value,),
+            f" WHERE {column} = %s AND tenant_id = %s AND deleted_at IS NULL",
+            (value, tenant),
         )
         return None if row is None else c.connection_from_row(row, _ts)
 
-    async def get_connection(self, connection_id: str) -> ConnectionRecord | None:
-        return await self._one_connection("id", connection_id)
+    async def get_connection(self, connection_id: str, *, tenant: str) -> ConnectionRecord | None:
+        return await self._one_connection("id", connection_id, tenant)
 
-    async def get_connection_by_name(self, config_name: str) -> ConnectionRecord | None:
-        return await self._one_connection("config_name", config_name)
+    async def get_connection_by_name(
+        self, config_name: str, *, tenant: str
+    ) -> ConnectionRecord | None:
+        return await self._one_connection("config_name", config_name, tenant)
 
-    async def list_connections(self, query: ConnectionQuery) -> tuple[list[ConnectionRecord], int]:
-        where, params = c.list_where(query, _DIALECT)
+    async def list_connections(
+        self, query: ConnectionQuery, *, tenant: str
+    ) -> tuple[list[ConnectionRecord], int]:
+        where, params = c.list_where(query, tenant, _DIALECT)
         direction = "ASC" if query.sort == "asc" else "DESC"
         async with self._conn() as conn, conn.transaction():
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -407,45 +437,62 @@ class PostgresMetadataStore:
 
     async def update_connection(self, record: ConnectionRecord) -> bool:
         params = c.connection_params(record, c.utc_ms)
-        fixed = {"id", "product_name", "created_at", "deleted_at"}
-        sets = ", ".join(f"{name} = %({name})s" for name in params if name not in fixed)
-        sql = f"UPDATE connections SET {sets} WHERE id = %(id)s AND deleted_at IS NULL"
+        sets = ", ".join(
+            f"{name} = %({name})s" for name in params if name not in c.CONNECTION_FIXED
+        )
+        sql = (
+            f"UPDATE connections SET {sets}"
+            " WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND deleted_at IS NULL"
+        )
         return await self._rowcount(sql, params) == 1
 
-    async def soft_delete_connection(self, connection_id: str, now: datetime) -> bool:
+    async def soft_delete_connection(
+        self, connection_id: str, now: datetime, *, tenant: str
+    ) -> bool:
         sql = (
             "UPDATE connections SET deleted_at = %(now)s, updated_at = %(now)s"
-            " WHERE id = %(id)s AND deleted_at IS NULL"
+            " WHERE id = %(id)s AND tenant_id = %(tenant)s AND deleted_at IS NULL"
         )
-        return await self._rowcount(sql, {"id": connection_id, "now": c.utc_ms(now)}) == 1
-
-    async def assign_product(self, connection_id: str, product_name: str, now: datetime) -> bool:
-        sql = (
-            "UPDATE connections SET product_name = %(product)s, updated_at = %(now)s"
-            " WHERE id = %(id)s AND deleted_at IS NULL AND product_name IS NULL"
-        )
-        params = {"id": connection_id, "product": product_name, "now": c.utc_ms(now)}
+        params = {"id": connection_id, "tenant": tenant, "now": c.utc_ms(now)}
         return await self._rowcount(sql, params) == 1
 
-    async def has_active_jobs(self, config_name: str) -> bool:
+    async def assign_product(
+        self, connection_id: str, product_name: str, now: datetime, *, tenant: str
+    ) -> bool:
+        sql = (
+            "UPDATE connections SET product_name = %(product)s, updated_at = %(now)s"
+            " WHERE id = %(id)s AND tenant_id = %(tenant)s AND deleted_at IS NULL"
+            " AND product_name IS NULL"
+        )
+        params = {
+            "id": connection_id,
+            "tenant": tenant,
+            "product": product_name,
+            "now": c.utc_ms(now),
+        }
+        return await self._rowcount(sql, params) == 1
+
+    async def has_active_jobs(self, config_name: str, *, tenant: str) -> bool:
         row = await self._fetchone(
             "SELECT EXISTS (SELECT 1 FROM job_datasources d JOIN jobs j ON j.id = d.job_id"
-            " WHERE d.config_name = %s AND j.status IN ('pending', 'processing')) AS found",
-            (config_name,),
+            " WHERE d.config_name = %s AND j.tenant_id = %s"
+            " AND j.status IN ('pending', 'processing')) AS found",
+            (config_name, tenant),
         )
         return bool(row and row["found"])
 
     # -- jobs ------------------------------------------------------------------------------
 
     async def find_dedup_match(
-        self, request_hash: str, completed_since: datetime
+        self, request_hash: str, completed_since: datetime, *, tenant: str
     ) -> JobRecord | None:
         row = await self._fetchone(
-            f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE request_hash = %(hash)s"
+            f"SELECT {c.JOB_COLUMNS} FROM jobs"
+            " WHERE tenant_id = %(tenant)s AND request_hash = %(hash)s"
             " AND (status IN ('pending', 'processing')"
             " OR (status = 'completed' AND created_at >= %(since)s))"
             " ORDER BY created_at DESC, id DESC LIMIT 1",
-            {"hash": request_hash, "since": c.utc_ms(completed_since)},
+            {"tenant": tenant, "hash": request_hash, "since": c.utc_ms(completed_since)},
         )
         return None if row is None else c.job_from_row(row, _ts)
 
@@ -461,8 +508,10 @@ class PostgresMetadataStore:
                     [(record.id, name) for name in names],
                 )
 
-    async def get_job(self, job_id: str) -> JobRecord | None:
-        row = await self._fetchone(f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE id = %s", (job_id,))
+    async def get_job(self, job_id: str, *, tenant: str) -> JobRecord | None:
+        row = await self._fetchone(
+            f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE id = %s AND tenant_id = %s", (job_id, tenant)
+        )
         return None if row is None else c.job_from_row(row, _ts)
 
     async def claim_job(self, job_id: str, now: datetime) -> bool:
@@ -593,13 +642,19 @@ class PostgresMetadataStore:
             return cur.rowcount
 
     async def read_feed(
-        self, *, after: int, limit: int, event_type: EventType | None = None
+        self,
+        *,
+        after: int,
+        limit: int,
+        event_type: EventType | None = None,
+        tenant: str,
+        products: Collection[str] | None,
     ) -> list[OutboxRow]:
+        where, params = c.feed_where("feed_seq", tenant, products, event_type, _DIALECT)
         rows = await self._fetchall(
-            f"SELECT {c.OUTBOX_COLUMNS} FROM outbox WHERE feed_seq > %(after)s"
-            " AND (%(type)s::text IS NULL OR event_type = %(type)s::text)"
+            f"SELECT {c.OUTBOX_COLUMNS} FROM outbox WHERE {where}"
             " ORDER BY feed_seq LIMIT %(limit)s",
-            {"after": after, "type": event_type, "limit": limit},
+            {**params, "after": after, "limit": limit},
         )
         return [c.outbox_from_row(r, _ts) for r in rows]
 

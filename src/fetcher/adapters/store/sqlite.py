@@ -20,7 +20,7 @@ import asyncio
 import os
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -105,10 +105,23 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 continue
             for statement in _statements(migration.sql):
                 conn.execute(statement)
+            if migration.version == c.TENANT_MIGRATION:
+                _backfill_products(conn)
             conn.execute(
                 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                 (migration.version, migration.name, c.ts_text(datetime.now(UTC))),
             )
+
+
+def _backfill_products(conn: sqlite3.Connection) -> None:
+    """After the tenant migration: the product of every older job and outbox row."""
+    select = "SELECT id, metadata_json FROM jobs WHERE product IS NULL ORDER BY id LIMIT ?"
+    while rows := conn.execute(select, (c.BACKFILL_BATCH,)).fetchall():
+        conn.executemany("UPDATE jobs SET product = :product WHERE id = :id", c.job_products(rows))
+    conn.execute(
+        "UPDATE outbox SET product = (SELECT product FROM jobs WHERE jobs.id = outbox.job_id)"
+        " WHERE product IS NULL"
+    )
 
 
 _DIALECT = c.SqlDialect(
@@ -120,9 +133,9 @@ _DIALECT = c.SqlDialect(
 
 
 def _list_connections(
-    conn: sqlite3.Connection, query: ConnectionQuery
+    conn: sqlite3.Connection, query: ConnectionQuery, tenant: str
 ) -> tuple[list[ConnectionRecord], int]:
-    where, params = c.list_where(query, _DIALECT)
+    where, params = c.list_where(query, tenant, _DIALECT)
     direction = "ASC" if query.sort == "asc" else "DESC"
     with _transaction(conn, "DEFERRED"):
         total = conn.execute(f"SELECT count(*) AS n FROM connections WHERE {where}", params)
@@ -146,10 +159,11 @@ def _insert_job(conn: sqlite3.Connection, record: JobRecord) -> None:
 
 
 def _insert_event(conn: sqlite3.Connection, event: OutboxEvent) -> None:
+    """The outbox row of ``event``, with its job's tenant and product (§12.4, §12.5)."""
     conn.execute(
         "INSERT INTO outbox (ce_id, job_id, event_type, routing_key, body, headers_json,"
-        " created_at) VALUES (:ce_id, :job_id, :event_type, :routing_key, :body,"
-        " :headers_json, :created_at)",
+        " created_at, tenant_id, product) SELECT :ce_id, :job_id, :event_type, :routing_key,"
+        " :body, :headers_json, :created_at, tenant_id, product FROM jobs WHERE id = :job_id",
         c.event_params(event, c.ts_text),
     )
 
@@ -282,74 +296,92 @@ class SqliteMetadataStore:
         sql = f"INSERT INTO connections ({', '.join(params)}) VALUES ({placeholders})"
         await self._run(lambda conn: conn.execute(sql, params))
 
-    async def _one_connection(self, where: str, value: str) -> ConnectionRecord | None:
-        sql = f"SELECT {c.CONNECTION_COLUMNS} FROM connections WHERE {where} = ?"
-        row = await self._run(
-            lambda conn: conn.execute(sql + " AND deleted_at IS NULL", (value,)).fetchone()
+    async def _one_connection(self, where: str, value: str, tenant: str) -> ConnectionRecord | None:
+        sql = (
+            f"SELECT {c.CONNECTION_COLUMNS} FROM connections"
+            f" WHERE {where} = ? AND tenant_id = ? AND deleted_at IS NULL"
         )
+        row = await self._run(lambda conn: conn.execute(sql, (value, tenant)).fetchone())
         return None if row is None else c.connection_from_row(row, _TS)
 
-    async def get_connection(self, connection_id: str) -> ConnectionRecord | None:
-        return await self._one_connection("id", connection_id)
+    async def get_connection(self, connection_id: str, *, tenant: str) -> ConnectionRecord | None:
+        return await self._one_connection("id", connection_id, tenant)
 
-    async def get_connection_by_name(self, config_name: str) -> ConnectionRecord | None:
-        return await self._one_connection("config_name", config_name)
+    async def get_connection_by_name(
+        self, config_name: str, *, tenant: str
+    ) -> ConnectionRecord | None:
+        return await self._one_connection("config_name", config_name, tenant)
 
-    async def list_connections(self, query: ConnectionQuery) -> tuple[list[ConnectionRecord], int]:
-        return await self._run(lambda conn: _list_connections(conn, query))
+    async def list_connections(
+        self, query: ConnectionQuery, *, tenant: str
+    ) -> tuple[list[ConnectionRecord], int]:
+        return await self._run(lambda conn: _list_connections(conn, query, tenant))
 
     async def update_connection(self, record: ConnectionRecord) -> bool:
         params = c.connection_params(record, c.ts_text)
-        fixed = {"id", "product_name", "created_at", "deleted_at"}
-        sets = ", ".join(f"{name} = :{name}" for name in params if name not in fixed)
-        sql = f"UPDATE connections SET {sets} WHERE id = :id AND deleted_at IS NULL"
+        sets = ", ".join(f"{name} = :{name}" for name in params if name not in c.CONNECTION_FIXED)
+        sql = (
+            f"UPDATE connections SET {sets}"
+            " WHERE id = :id AND tenant_id = :tenant_id AND deleted_at IS NULL"
+        )
         return await self._run(lambda conn: conn.execute(sql, params).rowcount == 1)
 
-    async def soft_delete_connection(self, connection_id: str, now: datetime) -> bool:
+    async def soft_delete_connection(
+        self, connection_id: str, now: datetime, *, tenant: str
+    ) -> bool:
         sql = (
             "UPDATE connections SET deleted_at = :now, updated_at = :now"
-            " WHERE id = :id AND deleted_at IS NULL"
+            " WHERE id = :id AND tenant_id = :tenant AND deleted_at IS NULL"
         )
-        params = {"id": connection_id, "now": c.ts_text(now)}
+        params = {"id": connection_id, "tenant": tenant, "now": c.ts_text(now)}
         return await self._run(lambda conn: conn.execute(sql, params).rowcount == 1)
 
-    async def assign_product(self, connection_id: str, product_name: str, now: datetime) -> bool:
+    async def assign_product(
+        self, connection_id: str, product_name: str, now: datetime, *, tenant: str
+    ) -> bool:
         sql = (
             "UPDATE connections SET product_name = :product, updated_at = :now"
-            " WHERE id = :id AND deleted_at IS NULL AND product_name IS NULL"
+            " WHERE id = :id AND tenant_id = :tenant AND deleted_at IS NULL"
+            " AND product_name IS NULL"
         )
-        params = {"id": connection_id, "product": product_name, "now": c.ts_text(now)}
+        params = {
+            "id": connection_id,
+            "tenant": tenant,
+            "product": product_name,
+            "now": c.ts_text(now),
+        }
         return await self._run(lambda conn: conn.execute(sql, params).rowcount == 1)
 
-    async def has_active_jobs(self, config_name: str) -> bool:
+    async def has_active_jobs(self, config_name: str, *, tenant: str) -> bool:
         sql = (
             "SELECT EXISTS (SELECT 1 FROM job_datasources d JOIN jobs j ON j.id = d.job_id"
-            " WHERE d.config_name = ? AND j.status IN ('pending', 'processing')) AS found"
+            " WHERE d.config_name = ? AND j.tenant_id = ?"
+            " AND j.status IN ('pending', 'processing')) AS found"
         )
-        row = await self._run(lambda conn: conn.execute(sql, (config_name,)).fetchone())
+        row = await self._run(lambda conn: conn.execute(sql, (config_name, tenant)).fetchone())
         return bool(row["found"])
 
     # -- jobs ------------------------------------------------------------------------------
 
     async def find_dedup_match(
-        self, request_hash: str, completed_since: datetime
+        self, request_hash: str, completed_since: datetime, *, tenant: str
     ) -> JobRecord | None:
         sql = (
-            f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE request_hash = :hash"
+            f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE tenant_id = :tenant AND request_hash = :hash"
             " AND (status IN ('pending', 'processing')"
             " OR (status = 'completed' AND created_at >= :since))"
             " ORDER BY created_at DESC, id DESC LIMIT 1"
         )
-        params = {"hash": request_hash, "since": c.ts_text(completed_since)}
+        params = {"tenant": tenant, "hash": request_hash, "since": c.ts_text(completed_since)}
         row = await self._run(lambda conn: conn.execute(sql, params).fetchone())
         return None if row is None else c.job_from_row(row, _TS)
 
     async def insert_job(self, record: JobRecord) -> None:
         await self._run(lambda conn: _insert_job(conn, record))
 
-    async def get_job(self, job_id: str) -> JobRecord | None:
-        sql = f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE id = ?"
-        row = await self._run(lambda conn: conn.execute(sql, (job_id,)).fetchone())
+    async def get_job(self, job_id: str, *, tenant: str) -> JobRecord | None:
+        sql = f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE id = ? AND tenant_id = ?"
+        row = await self._run(lambda conn: conn.execute(sql, (job_id, tenant)).fetchone())
         return None if row is None else c.job_from_row(row, _TS)
 
     async def claim_job(self, job_id: str, now: datetime) -> bool:
@@ -446,13 +478,17 @@ class SqliteMetadataStore:
         return 0
 
     async def read_feed(
-        self, *, after: int, limit: int, event_type: EventType | None = None
+        self,
+        *,
+        after: int,
+        limit: int,
+        event_type: EventType | None = None,
+        tenant: str,
+        products: Collection[str] | None,
     ) -> list[OutboxRow]:
-        sql = "SELECT * FROM outbox WHERE id > :after"
-        if event_type is not None:
-            sql += " AND event_type = :type"
-        sql += " ORDER BY id LIMIT :limit"
-        params = {"after": after, "type": event_type, "limit": limit}
+        where, params = c.feed_where("id", tenant, products, event_type, _DIALECT)
+        sql = f"SELECT * FROM outbox WHERE {where} ORDER BY id LIMIT :limit"
+        params.update(after=after, limit=limit)
         rows = await self._run(lambda conn: conn.execute(sql, params).fetchall())
         return [_outbox_row(r) for r in rows]
 
