@@ -12,6 +12,10 @@
   request bodies, path IDs, query parameters and headers from the precise JSON Schemas of
   ``manager/openapi.py``, fitted to this deployment (the SQLITE type where it is accepted, the
   configured ``MAX_PAGINATION_LIMIT`` and limit maxima).
+* Authentication (§12.1): with ``AUTH_MODE=jwt``, ``app.state.authenticator`` verifies bearer
+  tokens for the guards of ``manager/auth.py``, and the document declares the bearer scheme,
+  each guarded operation's ``security`` and its 401/403 answers. With ``AUTH_MODE=none`` the
+  document declares no security: it describes the deployment it is served by.
 * Swagger UI at ``/docs``, served with its scripts and styles from the installed
   ``fastapi-offline`` package under ``/docs/assets/``: the page works in a private network
   with no internet access, and no page refers to a CDN.
@@ -28,16 +32,19 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import HTMLResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from fetcher import __version__
+from fetcher.adapters.auth import BearerAuthenticator, build_authenticator
 from fetcher.bootstrap import Runtime
+from fetcher.manager.auth import route_scope
 from fetcher.manager.errors import internal_error
 from fetcher.manager.json_body import UNPARSABLE
 from fetcher.manager.middleware import FetcherMiddleware
-from fetcher.manager.openapi import list_parameters, request_components
+from fetcher.manager.openapi import declare_security, list_parameters, request_components
 from fetcher.manager.responses import error_response
 from fetcher.manager.routes import connections, events, jobs, operational
 from fetcher.services.errors import ApiError, invalid_payload
@@ -92,8 +99,21 @@ class FetcherAPI(FastAPI):
                 fitted.get(p["name"], p) if p["in"] == "query" else p
                 for p in operation["parameters"]
             ]
+        if settings.auth.enabled:
+            declare_security(schema, self._guarded_operations())
         self.openapi_schema = schema
         return schema
+
+    def _guarded_operations(self) -> dict[tuple[str, str], str]:
+        """``(method, path)`` → §12.3 scope of every guarded route in the document."""
+        return {
+            (method.lower(), route.path): scope.value
+            for route in self.routes
+            if isinstance(route, APIRoute) and route.include_in_schema
+            for scope in (route_scope(route),)
+            if scope is not None
+            for method in route.methods or ()
+        }
 
 
 _ROUTERS = (connections.router, jobs.router, events.router, operational.router)
@@ -165,6 +185,20 @@ def _install_docs(app: FastAPI) -> None:
     app.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False)
 
 
+def _install_authenticator(runtime: Runtime) -> BearerAuthenticator | None:
+    """§12.1: ``AUTH_MODE=jwt`` guards the business routes with a bearer-token authenticator
+    (``None``: ``AUTH_MODE=none``, every caller is anonymous). With ``AUTH_JWKS_URL``,
+    ``/readyz`` gains the ``auth_keys`` check (§2.10). The host starts its key loading
+    (``fetcher run``); a bare ``create_app`` starts it at the first bearer token instead."""
+    settings = runtime.settings
+    if not settings.auth.enabled:
+        return None
+    authenticator = build_authenticator(settings.auth, multi_tenant=settings.multi_tenant)
+    if settings.auth.jwks_url is not None:
+        runtime.readiness = {**runtime.readiness, "auth_keys": authenticator.keys_check}
+    return authenticator
+
+
 def create_app(runtime: Runtime) -> FastAPI:
     """The Manager application over ``runtime`` (routes read it from ``app.state``)."""
     app = FetcherAPI(
@@ -177,6 +211,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         redoc_url=None,
     )
     app.state.runtime = runtime
+    app.state.authenticator = _install_authenticator(runtime)
     for router in _ROUTERS:
         app.include_router(router)
     _install_docs(app)

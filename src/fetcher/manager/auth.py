@@ -5,16 +5,22 @@ before the route body runs, so both checks come before the path ID, ``X-Product-
 body and the rate limit (§12.1). With ``AUTH_MODE=none`` it yields :data:`ANONYMOUS`.
 
 ``app.state.authenticator`` is ``None`` without authentication, else an object with
-``async authenticate(request) -> Principal`` that raises the 401/503 ``ApiError`` itself.
+``async authenticate(request) -> Principal`` that raises the 401/503 ``ApiError`` itself
+(``fetcher.adapters.auth.BearerAuthenticator``). Once a caller is known, its ``sub`` and, in
+multi-tenant mode, its ``tenant`` are bound to the log context, so every line logged while
+the request is served carries them (§12.4); the request's own context ends with it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, Request
+from fastapi.routing import APIRoute
 
 from fetcher.services.errors import ApiError
+from fetcher.services.log_context import bind_log_context
 from fetcher.services.principal import ANONYMOUS, Principal, Scope
 
 __all__ = [
@@ -26,7 +32,11 @@ __all__ = [
     "JobsWrite",
     "current_principal",
     "requires",
+    "route_scope",
 ]
+
+#: Each guard ``requires`` built, with its scope: the OpenAPI document reads it (§12.3).
+_GUARDS: dict[Callable[..., Any], Scope] = {}
 
 
 class Authenticator(Protocol):
@@ -38,15 +48,32 @@ def requires(scope: Scope) -> Any:
 
     async def guard(request: Request) -> Principal:
         authenticator: Authenticator | None = getattr(request.app.state, "authenticator", None)
-        principal = (
-            ANONYMOUS if authenticator is None else await authenticator.authenticate(request)
-        )
+        if authenticator is None:
+            principal = ANONYMOUS
+        else:
+            principal = await authenticator.authenticate(request)
+            # The middleware's request context is reset when the request ends, and these
+            # bindings with it. The tenant "" (single-tenant) is left out (§12.4).
+            bind_log_context(sub=principal.sub, tenant=principal.tenant)
         if not principal.has_scope(scope):
             raise ApiError("FET-0011", f"token lacks scope {scope.value}")
         request.state.principal = principal
         return principal
 
+    _GUARDS[guard] = scope
     return Depends(guard)
+
+
+def route_scope(route: APIRoute) -> Scope | None:
+    """The §12.3 scope guarding ``route`` (``None``: an open operational route)."""
+    pending = list(route.dependant.dependencies)
+    while pending:
+        dependant = pending.pop()
+        scope = _GUARDS.get(dependant.call) if dependant.call is not None else None
+        if scope is not None:
+            return scope
+        pending.extend(dependant.dependencies)
+    return None
 
 
 def current_principal(request: Request) -> Principal:

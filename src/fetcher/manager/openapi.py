@@ -66,6 +66,7 @@ __all__ = [
     "JOB_ID",
     "connection_create_schema",
     "connection_update_schema",
+    "declare_security",
     "feed_parameters",
     "int_range_pattern",
     "job_request_schema",
@@ -586,3 +587,45 @@ def request_components(*, sqlite: bool, max_limits: Limits) -> dict[str, Schema]
         "ValidateSchemaRequest": validate_schema_request_schema(),
         "JobRequest": job_request_schema(max_limits),
     }
+
+
+# --- authentication (§12.1-§12.3) ----------------------------------------------------------
+
+#: The ``components.securitySchemes`` name of the bearer token.
+BEARER_SCHEME = "bearerAuth"
+_ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
+
+
+def declare_security(schema: Schema, scopes: dict[tuple[str, str], str]) -> None:
+    """With ``AUTH_MODE=jwt``: the HTTP bearer (JWT) scheme, and on every guarded operation
+    (``scopes`` maps ``(method, path)`` to its §12.3 scope) its ``security`` requirement, the
+    scope named as an OpenAPI 3.1 role, and the 401/403 answers. Operational routes stay open.
+    """
+    schema.setdefault("components", {})["securitySchemes"] = {
+        BEARER_SCHEME: {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "JWT",
+            "description": (
+                "A JWT from the configured issuer (§12.2). Scopes come from `scope` "
+                "(space-separated) and `scp`; `fetcher:admin` grants every route."
+            ),
+        }
+    }
+    for (method, path), scope in scopes.items():
+        operation = schema["paths"][path][method]
+        operation["security"] = [{BEARER_SCHEME: [scope]}]
+        responses = operation.setdefault("responses", {})
+        responses["401"] = {
+            "description": "Missing or invalid bearer token (FET-0010), with WWW-Authenticate",
+            "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
+            "content": {"application/json": {"schema": _ERROR_REF}},
+        }
+        responses["403"] = {
+            "description": (
+                f"The token lacks scope {scope} (FET-0011), or a product-restricted token "
+                "acts for another product (FET-0012)"
+            ),
+            "content": {"application/json": {"schema": _ERROR_REF}},
+        }
+        operation["responses"] = dict(sorted(responses.items()))
