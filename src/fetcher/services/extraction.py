@@ -4,6 +4,11 @@ Resolve datasources from the connection IDs recorded on the job, run the engine,
 document through HMAC → AES-256-GCM → base64 into object storage, then record the terminal
 status and its outbox event in one transaction and hand the event to the relay. Every failure
 after the claim fails the job with the §4.5 text (detail redacted, §8.7).
+
+Tenancy (§12.5): the job is loaded within the tenant its work message named; its object is
+stored under ``<tenantId>/``, encrypted with the tenant's storage key, its ``resultHmac`` and
+event made with the tenant's external key. The tenant ``""`` (single-tenant mode) uses the
+global keys and no key prefix, exactly as before tenancy.
 """
 
 from __future__ import annotations
@@ -50,10 +55,11 @@ BLOCKED_HOST_DETAIL = "host is not a valid external database endpoint"
 PREDIAL_TIMEOUT_SECONDS = 10
 
 
-def object_key(job_id: str, prefix: str) -> str:
-    """§6.3: ``<P>/external-data/<jobId>.json`` with the prefix's slashes stripped."""
+def object_key(job_id: str, prefix: str, tenant: str = "") -> str:
+    """§6.3: ``<P>/<tenantPrefix>external-data/<jobId>.json`` with the prefix's slashes
+    stripped; ``<tenantPrefix>`` is ``<tenantId>/`` for a tenant's job (§12.5), else empty."""
     prefix = prefix.strip("/")
-    key = f"external-data/{job_id}.json"
+    key = f"{tenant}/external-data/{job_id}.json" if tenant else f"external-data/{job_id}.json"
     return f"{prefix}/{key}" if prefix else key
 
 
@@ -71,6 +77,7 @@ class _EncryptingSink:
         open_writer: Callable[[], Awaitable[ObjectWriter]],
         on_open: Callable[[], None],
     ) -> None:
+        # ``keys`` is the job's tenant's set (KeySet.for_tenant, §12.5).
         self._hmac = HmacStream(keys.external_hmac)
         self._encryptor = ObjectEncryptor(keys.storage)
         self._open_writer = open_writer
@@ -115,19 +122,20 @@ class ExtractionService:
     #: ``SSRF_GUARD_ENABLED``: pre-dial and pin every stored datasource (§2.9, §2.9.1).
     ssrf_guard: bool = False
 
-    async def run_claimed(self, job_id: str) -> str:
-        """Run a job this Worker has just claimed; it ends in one terminal transition.
+    async def run_claimed(self, job_id: str, *, tenant: str = "") -> str:
+        """Run a job of ``tenant`` this Worker has just claimed; it ends in one terminal
+        transition.
 
         Returns the terminal status written (or ``"lost"`` when the job vanished). Every line
         logged meanwhile carries the job's ID, product and connection IDs.
         """
         with log_context(job_id=job_id):
-            return await self._run_claimed(job_id)
+            return await self._run_claimed(job_id, tenant)
 
-    async def _run_claimed(self, job_id: str) -> str:
+    async def _run_claimed(self, job_id: str, tenant: str) -> str:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        job = await self.store.get_job(job_id)
+        job = await self.store.get_job(job_id, tenant=tenant)
         if job is None:
             log.warning("claimed job vanished: %s", job_id)
             return "lost"
@@ -178,7 +186,11 @@ class ExtractionService:
             if name in self.internal:
                 resolved[name] = self.internal[name]
                 continue
-            record = await self.store.get_connection(connection_id) if connection_id else None
+            record = (  # §12.5: only a connection of the job's own tenant
+                await self.store.get_connection(connection_id, tenant=job.tenant)
+                if connection_id
+                else None
+            )
             if record is None:
                 raise EngineError(ErrorCategory.NOT_FOUND, f"datasource '{name}' is not configured")
             if record.product_name != source:
@@ -257,14 +269,14 @@ class ExtractionService:
                 plan = await self.engine.plan(request, connections)
         except TimeoutError:
             raise EngineError(ErrorCategory.TIMEOUT, "execution exceeded its deadline") from None
-        key = object_key(job.id, self.key_prefix)
+        key = object_key(job.id, self.key_prefix, job.tenant)
         storage = asyncio.timeout(None)
         recording = False
         try:
             async with storage:
                 result, result_hmac = await self._store_result(
                     plan,
-                    key,
+                    (key, self.keys.for_tenant(job.tenant)),
                     deadline_at,
                     lambda: storage.reschedule(loop.time() + self.storage_timeout),
                 )
@@ -280,15 +292,21 @@ class ExtractionService:
             ) from None
 
     async def _store_result(
-        self, plan: Plan, key: str, deadline_at: float, start_storage_clock: Callable[[], None]
+        self,
+        plan: Plan,
+        target: tuple[str, KeySet],
+        deadline_at: float,
+        start_storage_clock: Callable[[], None],
     ) -> tuple[ExtractionResult, str]:
-        """Execute into the object at ``key``; the object exists only if this returns."""
+        """Execute into the object at ``target``'s key, sealed and MACed with its key set (the
+        job's tenant's); the object exists only if this returns."""
+        key, keys = target
         async with AsyncExitStack() as stack:
 
             async def open_writer() -> ObjectWriter:
                 return await stack.enter_async_context(self.objects.open_writer(key))
 
-            sink = _EncryptingSink(self.keys, open_writer, start_storage_clock)
+            sink = _EncryptingSink(keys, open_writer, start_storage_clock)
             result = await self.engine.execute(plan, sink, deadline_at=deadline_at)
             result_hmac = await sink.finish()
         return result, result_hmac
@@ -306,7 +324,9 @@ class ExtractionService:
             hmac=result_hmac,
             execution_time_ms=max(0, int((now - started_at).total_seconds() * 1000)),
         )
-        event = completed_event(self.events, job.id, job.metadata_json, summary, now)
+        event = completed_event(
+            self.events, job.id, job.metadata_json, summary, now, tenant=job.tenant
+        )
         try:
             done = await self.store.complete_job(
                 job.id, result_path=key, result_hmac=result_hmac, completed_at=now, event=event
@@ -323,7 +343,7 @@ class ExtractionService:
 
     async def _fail(self, job: JobRecord, error: str) -> str:
         now = self.clock.now()
-        event = failed_event(self.events, job.id, job.metadata_json, error, now)
+        event = failed_event(self.events, job.id, job.metadata_json, error, now, tenant=job.tenant)
         done = await self.store.fail_job(
             job.id, from_statuses=("processing",), error=error, completed_at=now, event=event
         )

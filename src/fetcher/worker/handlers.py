@@ -3,6 +3,14 @@
 Every row of the §7.4 table has one branch here. Nothing is ever requeued with
 ``nack(requeue=true)``: a message is acked, dead-lettered, or (transient store failure before
 the claim) republished with ``x-retry-count`` + 1 at most three times.
+
+Tenancy (§12.5): the signature covers the ``X-Tenant-ID`` line (§7.3), and the job is loaded
+within that tenant only, so a job of another tenant is an unknown job (row 5). A tenant header
+that does not fit the mode is dead-lettered as an invalid message (reason ``payload``, no job
+touched; the contract is silent, see :meth:`WorkHandler._tenant`): ``X-Tenant-ID`` on a
+single-tenant Worker, none (or one breaking the tenant pattern) on a multi-tenant Worker.
+Such a message comes from a Manager in the other mode (a configuration mismatch); the DLQ
+keeps it for a replay once the modes agree, and its job is ended by the reaper meanwhile.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from fetcher.crypto import SIGNATURE_VERSION, extract_job_id, verify_message
+from fetcher.crypto import SIGNATURE_VERSION, extract_job_id, is_tenant_id, verify_message
 from fetcher.services.events import EventContext, failed_event
 from fetcher.services.extraction import ExtractionService
 from fetcher.services.log_context import bind_log_context
@@ -24,7 +32,7 @@ from fetcher.services.metrics import Metrics
 from fetcher.services.ports import MetadataStore, StoreUnavailableError
 from fetcher.services.runtime_ports import Delivery, WorkPublisher
 from fetcher.services.timeutil import SystemClock
-from fetcher.services.work_messages import signed_work_headers
+from fetcher.services.work_messages import TENANT_HEADER, signed_work_headers
 
 __all__ = ["WorkHandler"]
 
@@ -58,6 +66,20 @@ def _signing_time(headers: Mapping[str, object]) -> tuple[int, str] | None:
     if isinstance(t, bytes):
         t = t.decode("ascii", "replace")
     return (int(t), t) if isinstance(t, str) and _T_RE.fullmatch(t) else None
+
+
+def _tenant_line(headers: Mapping[str, object]) -> str | None:
+    """§7.3: the signed tenant line, the ``X-Tenant-ID`` value or ``""`` without one; ``None``
+    when the header is not text (the message is then rejected like a bad signature)."""
+    value = headers.get(TENANT_HEADER)
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return value if isinstance(value, str) else None
 
 
 def _is_uuid(value: object) -> bool:
@@ -102,38 +124,46 @@ class WorkHandler:
     pending_timeout: int = 3600
     clock: SystemClock = field(default_factory=SystemClock)
     retry_base_seconds: float = 1.0
+    #: ``MULTI_TENANT_ENABLED`` (§12.5): every message must name its job's tenant.
+    multi_tenant: bool = False
 
     async def handle(self, delivery: Delivery) -> None:
         """Handle one delivery completely (including the job it starts)."""
         try:
-            job_id = await self._admit(delivery)
+            admitted = await self._admit(delivery)
         except _Rejected as rejected:
             self.metrics.messages_rejected.labels(rejected.reason).inc()
             await delivery.reject()
             return
-        if job_id is None:
+        if admitted is None:
             return
-        await self.extraction.run_claimed(job_id)
+        job_id, tenant = admitted
+        await self.extraction.run_claimed(job_id, tenant=tenant)
 
-    async def _admit(self, delivery: Delivery) -> str | None:
-        """Rows 1–8 up to the claim. Returns the claimed job ID, or ``None`` when the
-        message was acked without work; raises :class:`_Rejected` to dead-letter it."""
+    async def _admit(self, delivery: Delivery) -> tuple[str, str] | None:
+        """Rows 1–8 up to the claim. Returns the claimed job's ID and tenant, or ``None`` when
+        the message was acked without work; raises :class:`_Rejected` to dead-letter it."""
         headers, body = delivery.headers, delivery.body
-        signed = _signing_time(headers)
-        if signed is None or not verify_message(
-            self.internal_key,
-            str(headers["x-message-signature"]),
-            t=signed[1],
-            body=body,
-            exchange=delivery.exchange,
-            routing_key=delivery.routing_key,
-            tenant=str(headers.get("X-Tenant-ID", "") or ""),
-            job_id=extract_job_id(body),
+        signed, tenant_line = _signing_time(headers), _tenant_line(headers)
+        if (
+            signed is None
+            or tenant_line is None
+            or not verify_message(
+                self.internal_key,
+                str(headers["x-message-signature"]),
+                t=signed[1],
+                body=body,
+                exchange=delivery.exchange,
+                routing_key=delivery.routing_key,
+                tenant=tenant_line,
+                job_id=extract_job_id(body),
+            )
         ):
             raise _Rejected("signature")
+        tenant = self._tenant(tenant_line)
         now, t = time.time(), signed[0]
         if t < now - self.pending_timeout or t > now + FUTURE_SKEW_SECONDS:
-            await self._fail_pending(extract_job_id(body), EXPIRED)
+            await self._fail_pending(extract_job_id(body), EXPIRED, tenant)
             raise _Rejected("expired")
         header_job = headers.get("jobId")
         body_job = extract_job_id(body)
@@ -142,29 +172,50 @@ class WorkHandler:
         problem, recovered = _payload_problem(body)
         if problem is not None:
             recovered = recovered or (str(header_job).lower() if _is_uuid(header_job) else None)
-            await self._fail_pending(recovered, f"invalid work message: {problem}")
+            await self._fail_pending(recovered, f"invalid work message: {problem}", tenant)
             raise _Rejected("payload")
         if recovered is None:  # a valid payload always names its job
             raise _Rejected("payload")
-        return await self._claim(delivery, recovered)
+        claimed = await self._claim(delivery, recovered, tenant)
+        return (recovered, tenant) if claimed else None
 
-    async def _claim(self, delivery: Delivery, job_id: str) -> str | None:
+    def _tenant(self, line: str) -> str:
+        """The tenant of a verified message, checked against the mode (§12.5).
+
+        The contract says what a matching message means, not what a mismatched one does; this
+        Worker dead-letters it as an invalid message (reason ``payload``) without touching any
+        job: a multi-tenant Worker cannot know which tenant a header-less job belongs to, and
+        a single-tenant Worker must not run a tenant's job with the global keys.
+        """
+        if self.multi_tenant and is_tenant_id(line):
+            return line
+        if not self.multi_tenant and line == "":
+            return ""
+        log.warning(
+            "work message dead-lettered: %s in %s mode",
+            f"X-Tenant-ID {line[:64]!r}" if line else "no X-Tenant-ID",
+            "multi-tenant" if self.multi_tenant else "single-tenant",
+        )
+        raise _Rejected("payload")
+
+    async def _claim(self, delivery: Delivery, job_id: str, tenant: str) -> bool:
+        """Rows 5–8: load the job within ``tenant``, claim it, ack. ``True`` when claimed."""
         # This delivery's own task: every later line carries the job and the Manager's request.
         request_id = str(delivery.headers.get("x-request-id") or "")[:128]
         bind_log_context(job_id=job_id, request_id=request_id)
         try:
-            job = await self.store.get_job(job_id)
-            if job is None:
+            job = await self.store.get_job(job_id, tenant=tenant)
+            if job is None:  # §12.5: another tenant's job is an unknown job
                 log.warning("work message for unknown job %s dropped", job_id)
                 await delivery.ack()
-                return None
+                return False
             claimed = await self.store.claim_job(job_id, self.clock.now())
         except StoreUnavailableError:
-            await self._retry(delivery)
-            return None
+            await self._retry(delivery, tenant)
+            return False
         await self._ack_after_claim(delivery, claimed=claimed)
         log.info("job claimed" if claimed else "work message acknowledged: job not pending")
-        return job_id if claimed else None
+        return claimed
 
     @staticmethod
     async def _ack_after_claim(delivery: Delivery, *, claimed: bool) -> None:
@@ -181,8 +232,9 @@ class WorkHandler:
                 "; the job runs and its redelivery will be dropped" if claimed else "",
             )
 
-    async def _retry(self, delivery: Delivery) -> None:
-        """§7.4 row 7: republish re-signed with ``x-retry-count`` + 1 after 1, 2, 4 s."""
+    async def _retry(self, delivery: Delivery, tenant: str) -> None:
+        """§7.4 row 7: republish re-signed (same tenant) with ``x-retry-count`` + 1 after 1, 2,
+        4 s."""
         raw = delivery.headers.get("x-retry-count", 0)
         retries = int(raw) if isinstance(raw, int | str) and str(raw).isdigit() else 0
         if retries >= MAX_RETRIES:
@@ -191,21 +243,27 @@ class WorkHandler:
         base = {k: v for k, v in delivery.headers.items() if isinstance(v, str | int)}
         base["x-retry-count"] = retries + 1
         headers = signed_work_headers(
-            self.internal_key, delivery.body, routing_key=delivery.routing_key, base=base
+            self.internal_key,
+            delivery.body,
+            routing_key=delivery.routing_key,
+            base=base,
+            tenant=tenant,
         )
         await self.republisher.publish_work(delivery.body, headers)
         await delivery.ack()
 
-    async def _fail_pending(self, job_id: str | None, error: str) -> None:
-        """Rows 3 and 4: fail the job only while it is still ``pending``."""
+    async def _fail_pending(self, job_id: str | None, error: str, tenant: str) -> None:
+        """Rows 3 and 4: fail the tenant's job only while it is still ``pending``."""
         if not job_id:
             return
         try:
-            job = await self.store.get_job(job_id)
+            job = await self.store.get_job(job_id, tenant=tenant)
             if job is None or job.status != "pending":
                 return
             now = self.clock.now()
-            event = failed_event(self.events, job.id, job.metadata_json, error, now)
+            event = failed_event(
+                self.events, job.id, job.metadata_json, error, now, tenant=job.tenant
+            )
             if await self.store.fail_job(
                 job.id, from_statuses=("pending",), error=error, completed_at=now, event=event
             ):

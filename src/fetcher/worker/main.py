@@ -17,7 +17,7 @@ from fetcher.bootstrap import Runtime, WorkerParts
 from fetcher.services.events import EventContext
 from fetcher.services.reaper import ABANDONED
 from fetcher.services.runtime_ports import Delivery
-from fetcher.services.work_messages import signed_work_headers, work_message_body
+from fetcher.services.work_messages import work_message_body, work_message_headers
 from fetcher.worker.handlers import WorkHandler
 
 __all__ = ["recover_embedded_jobs", "run_worker", "work_handler"]
@@ -38,6 +38,7 @@ def work_handler(runtime: Runtime) -> WorkHandler:
         events=EventContext(settings.ce_source, settings.events_exchange),
         metrics=runtime.metrics,
         pending_timeout=settings.pending_timeout,
+        multi_tenant=settings.multi_tenant,
     )
 
 
@@ -108,10 +109,11 @@ async def recover_embedded_jobs(runtime: Runtime) -> None:
         await parts.reaper.fail(job, "processing", ABANDONED)
     for job in await store.jobs_with_status("pending"):
         body = work_message_body(job)
-        headers = signed_work_headers(
+        headers = work_message_headers(  # signed for the job's tenant (§12.5)
             runtime.settings.keys.internal_hmac,
+            job,
             body,
             routing_key=runtime.jobs.work_queue,
-            base={"jobId": job.id, "x-request-id": job.request_id or "", "x-retry-count": 0},
+            request_id=job.request_id or "",
         )
         await parts.republisher.publish_work(body, headers)
