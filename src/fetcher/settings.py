@@ -20,7 +20,10 @@ from urllib.parse import urlsplit
 
 from fetcher.crypto import KeySet, MasterKeyError, parse_master_key
 from fetcher.engine import ConnectionDescriptor
-from fetcher.services.internal_datasources import parse_internal_datasources
+from fetcher.services.internal_datasources import (
+    parse_internal_datasources,
+    parse_internal_tenants,
+)
 
 __all__ = [
     "AuthMode",
@@ -134,6 +137,8 @@ class Settings:
     events_exchange: str = ""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     internal_datasources: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
+    #: §12.5 ``DATASOURCE_<NAME>_TENANTS`` by configName (empty in single-tenant mode).
+    internal_tenants: Mapping[str, frozenset[str]] = field(default_factory=dict)
     auth: AuthSettings = field(default_factory=AuthSettings)
     #: §12.5 ``MULTI_TENANT_ENABLED``.
     multi_tenant: bool = False
@@ -187,6 +192,7 @@ class _Reader:
         storage = self._object_storage(mode)
         host, port = self._server_address()
         internal = self._internal_datasources(mode, database_url)
+        internal_tenants = self._internal_tenants(multi_tenant)
         secrets += tuple(
             s
             for s in (
@@ -228,6 +234,7 @@ class _Reader:
             events_exchange=exchange,
             secrets=secrets + tuple(s for d in internal.values() for s in d.secrets()),
             internal_datasources=internal,
+            internal_tenants=internal_tenants,
             auth=auth,
             multi_tenant=multi_tenant,
         )
@@ -294,6 +301,13 @@ class _Reader:
                 embedded=mode is Mode.EMBEDDED,
                 metadata_store_path=sqlite_store_path(database_url),
             )
+        except ValueError as exc:
+            raise StartupRefused(str(exc)) from None
+
+    def _internal_tenants(self, multi_tenant: bool) -> dict[str, frozenset[str]]:
+        """§9.4 ``DATASOURCE_<NAME>_TENANTS`` (multi-tenant mode only); invalid → refusal."""
+        try:
+            return parse_internal_tenants(self.env, multi_tenant=multi_tenant)
         except ValueError as exc:
             raise StartupRefused(str(exc)) from None
 

@@ -7,6 +7,11 @@ UUIDv5(``f47ac10b-58cc-4372-a567-0e02b2c3d479``, ``"/" + configName``). ``<NAME>
 ``DATASOURCE_<NAME>_CONFIG_NAME`` is set, and variables of a ``<NAME>`` without it are ignored
 with a WARN. Any violation raises ``ValueError("invalid internal datasource <NAME>: <problem>")``,
 which the caller turns into the §9.3 startup refusal. Problems never quote a password or key.
+
+Multi-tenant mode (§12.5): ``DATASOURCE_<NAME>_TENANTS`` names the tenants that see a
+definition (:func:`parse_internal_tenants`; ignored in single-tenant mode). A tenant sees it
+under the ID UUIDv5(namespace, ``<tenantId> + "/" + configName``) (:func:`visible_internal`);
+the tenant ``""`` of single-tenant mode sees every definition under the §9.4 ID.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import os
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl
 
 from fetcher.engine import ConnectionDescriptor
@@ -35,8 +40,11 @@ from fetcher.services.shapes import (
 __all__ = [
     "INTERNAL_NAMESPACE",
     "SUFFIXES",
+    "TENANT_PATTERN",
     "internal_connection_id",
     "parse_internal_datasources",
+    "parse_internal_tenants",
+    "visible_internal",
 ]
 
 log = logging.getLogger(__name__)
@@ -58,7 +66,10 @@ SUFFIXES = (
     "SSL_CERT",
     "SSL_KEY",
     "OPTIONS",
+    "TENANTS",
 )
+#: §12.5 "the tenant pattern" (always applied with ``fullmatch``).
+TENANT_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _PREFIX = "DATASOURCE_"
 _NAME = re.compile(r"[A-Z0-9_]+")
 _DEFAULT_PORTS: Mapping[EngineType, int] = {
@@ -72,9 +83,54 @@ _SCHEMA_TYPES = frozenset({EngineType.POSTGRESQL, EngineType.SQL_SERVER, EngineT
 _DB_FORBIDDEN = frozenset("?#;=/\x00")
 
 
-def internal_connection_id(config_name: str) -> str:
-    """§9.4: UUIDv5 of ``"/" + configName`` in :data:`INTERNAL_NAMESPACE`."""
-    return str(uuid.uuid5(INTERNAL_NAMESPACE, "/" + config_name))
+def internal_connection_id(config_name: str, tenant: str = "") -> str:
+    """§9.4 / §12.5: UUIDv5 of ``<tenant> + "/" + configName`` in :data:`INTERNAL_NAMESPACE`
+    (``"/" + configName`` for the single tenant ``""``)."""
+    return str(uuid.uuid5(INTERNAL_NAMESPACE, tenant + "/" + config_name))
+
+
+def visible_internal(
+    internal: Mapping[str, ConnectionDescriptor],
+    tenants: Mapping[str, frozenset[str]],
+    tenant: str,
+) -> dict[str, ConnectionDescriptor]:
+    """The internal datasources ``tenant`` sees (§12.5), each under that tenant's ID.
+
+    ``tenants`` maps a configName to its ``DATASOURCE_<NAME>_TENANTS``; a definition without
+    them is visible to no tenant. The single tenant ``""`` sees every definition as parsed."""
+    if tenant == "":
+        return dict(internal)
+    return {
+        name: replace(descriptor, connection_id=internal_connection_id(name, tenant))
+        for name, descriptor in internal.items()
+        if tenant in tenants.get(name, frozenset())
+    }
+
+
+def parse_internal_tenants(
+    env: Mapping[str, str], *, multi_tenant: bool
+) -> dict[str, frozenset[str]]:
+    """``{configName: tenants}`` from ``DATASOURCE_<NAME>_TENANTS`` (§9.4, §12.5).
+
+    Empty in single-tenant mode, where the variable is ignored. Each comma-separated item is
+    trimmed and must match :data:`TENANT_PATTERN`; otherwise ``ValueError("invalid internal
+    datasource <NAME>: TENANTS …")``, the caller's startup refusal."""
+    if not multi_tenant:
+        return {}
+    result: dict[str, frozenset[str]] = {}
+    for name, values in sorted(_group(env).items()):
+        config_name = (values.get("CONFIG_NAME") or "").strip()
+        raw = values.get("TENANTS")
+        if not config_name or raw is None or not raw.strip():
+            continue
+        items = [item.strip() for item in raw.split(",")]
+        if not all(TENANT_PATTERN.fullmatch(item) for item in items):
+            raise ValueError(
+                f"invalid internal datasource {name}: TENANTS must be comma-separated tenant IDs"
+                " matching ^[a-z0-9][a-z0-9_-]{0,62}$"
+            )
+        result[config_name] = frozenset(items)
+    return result
 
 
 def _exactly(field: Field[str], value: str) -> bool:
