@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import signal
 import socket
@@ -32,7 +33,15 @@ from fetcher.settings import Mode, Settings, StartupRefused
 from fetcher.worker.health import create_health_app
 from fetcher.worker.main import recover_embedded_jobs, run_worker
 
-__all__ = ["HEADER_TIMEOUT_SECONDS", "listen_socket", "run_command", "running"]
+__all__ = [
+    "HEADER_TIMEOUT_SECONDS",
+    "UNAUTHENTICATED_WARNING",
+    "is_loopback_host",
+    "listen_socket",
+    "run_command",
+    "running",
+    "warn_if_unauthenticated",
+]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +84,7 @@ async def _serve_until_signal(settings: Settings) -> int:
     if settings.mode is Mode.WORKER:
         sock = listen_socket("", settings.health_port)  # §9.1: all interfaces
     else:
+        warn_if_unauthenticated(settings)
         sock = listen_socket(settings.server_host, settings.server_port)
     try:
         async with running(settings, sockets=[sock], stop=stop) as runtime:
@@ -83,6 +93,33 @@ async def _serve_until_signal(settings: Settings) -> int:
     except _StoppedWhileStarting:
         return 0
     return 0
+
+
+#: §12.1: the one warn line of ``AUTH_MODE=none`` on a listener beyond loopback (exact).
+UNAUTHENTICATED_WARNING = (
+    "authentication is off: every caller can manage connections, create jobs and read events"
+)
+
+
+def warn_if_unauthenticated(settings: Settings) -> bool:
+    """§12.1: with ``AUTH_MODE=none``, a Manager (or embedded) listener bound to anything but
+    a loopback address (an empty host is every interface) logs one warn line at startup."""
+    if settings.mode is Mode.WORKER or settings.auth.enabled:
+        return False
+    if is_loopback_host(settings.server_host):
+        return False
+    log.warning(UNAUTHENTICATED_WARNING)
+    return True
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost`` or a loopback IP literal; an empty host (all interfaces) is not."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 #: Backoff between startup attempts while a dependency is unreachable (§9.3).
@@ -118,7 +155,9 @@ async def running(
                 await recover_embedded_jobs(runtime)
             if runtime.worker is not None:
                 tasks.append(asyncio.create_task(run_worker(runtime, worker_stop), name="worker"))
-            front.switch(_real_app(runtime))
+            app = _real_app(runtime)
+            await _start_authentication(app, stack)
+            front.switch(app)
             if server is not None:
                 while not server.started:  # noqa: ASYNC110 - uvicorn exposes only a flag
                     await asyncio.sleep(0.01)
@@ -175,10 +214,24 @@ class _StoppedWhileStarting(Exception):
 
 
 def _check_names(settings: Settings) -> list[str]:
-    """The readiness checks the mode reports (§2.10)."""
-    if settings.mode is Mode.MANAGER:
-        return ["database", "rabbitmq"]
-    return ["database", "rabbitmq", "object_storage"]
+    """The readiness checks the mode reports (§2.10); ``auth_keys`` with a JWKS (§12.2)."""
+    if settings.mode is Mode.WORKER:
+        return ["database", "rabbitmq", "object_storage"]
+    names = ["database", "rabbitmq"]
+    if settings.mode is Mode.EMBEDDED:
+        names.append("object_storage")
+    if settings.auth.enabled and settings.auth.jwks_url is not None:
+        names.append("auth_keys")
+    return names
+
+
+async def _start_authentication(app: ASGIApp, stack: contextlib.AsyncExitStack) -> None:
+    """§12.2: the JWKS starts loading with the process (in the background: a failure never
+    refuses the start) and stops with it."""
+    authenticator = getattr(getattr(app, "state", None), "authenticator", None)
+    if authenticator is not None:
+        authenticator.start()
+        stack.push_async_callback(authenticator.aclose)
 
 
 def _real_app(runtime: Runtime) -> ASGIApp:

@@ -35,6 +35,7 @@ __all__ = [
     "JobResponse",
     "ReadyzBody",
     "SchemaResponse",
+    "TenantReadyzBody",
     "TestResult",
     "ValidateSchemaSuccess",
     "VersionBody",
@@ -42,6 +43,13 @@ __all__ = [
     "json_request_body",
     "parameter",
 ]
+
+
+class TenantReadyzBody(ReadyzBody):
+    """§2.10 ``/readyz/tenant/{id}`` in multi-tenant mode: the ``/readyz`` body plus the ID."""
+
+    tenant: str
+
 
 _ERROR_TEXT = {
     400: "Validation error (FET-0001, FET-04xx, FET-10xx)",

@@ -8,7 +8,11 @@ module lives below both hosts (the hosts never import one another) and knows no 
 * ``GET /health``: ``200 {"status":"healthy"}`` once startup finished, else
   ``503 {"status":"unhealthy","reason":"starting"}``; never checks a dependency.
 * ``GET /readyz``: the §2.10 report of :func:`~fetcher.services.readiness.readiness_report`.
-* ``GET /readyz/tenant/{id}``: single-tenant mode, always ``400 FET-1080``.
+* ``GET /readyz/tenant/{id}``: single-tenant mode, always ``400 FET-1080``; multi-tenant mode
+  (§12.5), an ID matching the tenant pattern gets the ``/readyz`` answer plus ``"tenant"``,
+  any other ``404 FET-1081`` ``tenant not found``. Tenants are not registered anywhere (a
+  tenant exists by carrying tokens), so any well-formed ID is one, and the checks are the
+  process's own: every tenant shares its store, broker and keys source.
 * ``GET /metrics``: the exposition format 0.0.4, ``fetcher_outbox_pending`` read at scrape time.
   A scrape always answers: the count is bounded by the readiness check budget, and a store
   failure of any kind (not only :class:`StoreUnavailableError`: a driver error or a closed
@@ -30,13 +34,14 @@ from typing import Protocol
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from fetcher import __version__
-from fetcher.crypto import Redactor
+from fetcher.crypto import Redactor, is_tenant_id
 from fetcher.crypto.redact import LOG_REDACTED
 from fetcher.services.metrics import Metrics
 from fetcher.services.readiness import CHECK_BUDGET_SECONDS, ReadinessProbe, readiness_report
 
 __all__ = [
     "JSON",
+    "TENANT_NOT_FOUND_CODE",
     "TENANT_READINESS_CODE",
     "TENANT_READINESS_MESSAGE",
     "TENANT_READINESS_TITLE",
@@ -52,6 +57,9 @@ JSON = "application/json"
 TENANT_READINESS_CODE = "FET-1080"
 TENANT_READINESS_TITLE = "Tenant Context Required"
 TENANT_READINESS_MESSAGE = "tenant readiness is only available in multi-tenant mode"
+#: §2.10 multi-tenant mode, an ID that breaks the tenant pattern (§2.3 title of FET-1081).
+TENANT_NOT_FOUND_CODE = "FET-1081"
+_TENANT_NOT_FOUND = {"code": TENANT_NOT_FOUND_CODE, "title": "Tenant Not Found"}
 
 
 class _Lifecycle(Protocol):
@@ -66,6 +74,8 @@ class _Settings(Protocol):
     def deployment_mode(self) -> str: ...
     @property
     def secrets(self) -> Iterable[str]: ...
+    @property
+    def multi_tenant(self) -> bool: ...
 
 
 class _OutboxCounter(Protocol):
@@ -121,6 +131,19 @@ class Operations:
         return _json({"status": "unhealthy", "reason": "starting"}, 503)
 
     async def readyz(self) -> Reply:
+        status, body = await self._report()
+        return _json(body, status)
+
+    async def tenant_readyz(self, tenant_id: str) -> Reply:
+        """§2.10 ``GET /readyz/tenant/{id}`` (module docstring)."""
+        if not self._runtime.settings.multi_tenant:
+            return self.tenant_readiness()
+        if not is_tenant_id(tenant_id):
+            return _json({**_TENANT_NOT_FOUND, "message": "tenant not found"}, 404)
+        status, body = await self._report()
+        return _json({**body, "tenant": tenant_id}, status)
+
+    async def _report(self) -> tuple[int, dict[str, object]]:
         runtime = self._runtime
         status, body = await readiness_report(
             runtime.readiness,
@@ -130,7 +153,7 @@ class Operations:
             redact=self._redactor.redact,
             gauge=runtime.metrics.readyz_up,
         )
-        return _json(body, status)
+        return status, body
 
     @staticmethod
     def tenant_readiness() -> Reply:

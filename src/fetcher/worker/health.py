@@ -40,8 +40,8 @@ def create_health_app(runtime: Runtime) -> Starlette:
     async def readyz(_: Request) -> Response:
         return _response(await operations.readyz())
 
-    async def tenant(_: Request) -> Response:
-        return _response(operations.tenant_readiness())
+    async def tenant(request: Request) -> Response:
+        return _response(await operations.tenant_readyz(request.path_params["id"]))
 
     async def metrics(_: Request) -> Response:
         return _response(await operations.metrics())

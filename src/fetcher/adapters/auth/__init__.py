@@ -14,7 +14,7 @@ from fetcher.adapters.auth.authenticator import (
     accepted_algorithms,
     bearer_credential,
 )
-from fetcher.adapters.auth.claims import TENANT_PATTERN, InvalidToken, principal_from_claims
+from fetcher.adapters.auth.claims import InvalidToken, principal_from_claims
 from fetcher.adapters.auth.jwks import JwksSource, StaticKeys
 from fetcher.adapters.auth.keys import KeyRing, parse_jwks
 from fetcher.adapters.auth.verifier import MAX_TOKEN_BYTES, TokenVerifier
@@ -22,7 +22,6 @@ from fetcher.settings import AuthSettings
 
 __all__ = [
     "MAX_TOKEN_BYTES",
-    "TENANT_PATTERN",
     "UNAUTHORIZED_MESSAGE",
     "BearerAuthenticator",
     "InvalidToken",

@@ -17,18 +17,15 @@ Every violation raises :class:`InvalidToken` with a reason for the log (never th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from fetcher.crypto import is_tenant_id
 from fetcher.services.connection_validation import validate_product_header
 from fetcher.services.errors import ApiError
 from fetcher.services.principal import SINGLE_TENANT, Principal
 
-__all__ = ["MAX_SUB_CHARS", "TENANT_PATTERN", "InvalidToken", "principal_from_claims"]
-
-#: §12.5 "the tenant pattern" (``re.fullmatch``).
-TENANT_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+__all__ = ["MAX_SUB_CHARS", "InvalidToken", "principal_from_claims"]
 #: §12.2: ``sub`` is at most this many characters.
 MAX_SUB_CHARS = 256
 
@@ -94,6 +91,6 @@ def _products(claims: Mapping[str, Any]) -> frozenset[str] | None:
 def _tenant(claims: Mapping[str, Any], name: str) -> str:
     """§12.5: the tenant claim, present and matching the tenant pattern."""
     tenant = claims.get(name)
-    if not isinstance(tenant, str) or TENANT_PATTERN.fullmatch(tenant) is None:
+    if not isinstance(tenant, str) or not is_tenant_id(tenant):
         raise InvalidToken(f"the {name} claim is missing or malformed")
     return tenant

@@ -6,7 +6,7 @@ health server; this module only routes and documents the routes in the OpenAPI d
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from fetcher.manager.deps import RuntimeDep
@@ -14,6 +14,7 @@ from fetcher.manager.schemas import (
     ErrorBody,
     HealthBody,
     ReadyzBody,
+    TenantReadyzBody,
     VersionBody,
     error_responses,
     parameter,
@@ -58,12 +59,19 @@ async def readyz(runtime: RuntimeDep) -> Response:
 @router.get(
     "/readyz/tenant/{id}",
     summary="Tenant readiness (multi-tenant mode only)",
-    responses={400: {"model": ErrorBody, "description": "FET-1080 in single-tenant mode"}},
+    responses={
+        200: {"model": TenantReadyzBody, "description": "The /readyz answer with the tenant"},
+        400: {"model": ErrorBody, "description": "FET-1080 in single-tenant mode"},
+        404: {"model": ErrorBody, "description": "FET-1081: the ID breaks the tenant pattern"},
+        503: {"model": TenantReadyzBody, "description": "A check is down, or draining"},
+    },
     openapi_extra={"parameters": [parameter("id", "path", "Tenant ID", required=True)]},
 )
-async def readyz_tenant() -> Response:
-    """§2.10: always ``400 FET-1080``."""
-    return _response(Operations.tenant_readiness())
+async def readyz_tenant(request: Request, runtime: RuntimeDep) -> Response:
+    """§2.10: single-tenant ``400 FET-1080``; multi-tenant, the ``/readyz`` answer plus
+    ``"tenant"`` for an ID matching the tenant pattern, else ``404 FET-1081``."""
+    tenant_id = request.path_params["id"]
+    return _response(await Operations(runtime).tenant_readyz(tenant_id))
 
 
 @router.get(
