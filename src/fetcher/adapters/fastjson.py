@@ -10,8 +10,9 @@ orjson is used only where it writes exactly the §5.4 bytes (checked byte for by
 engine's reference encoder, ``tests/unit/document/test_fastjson.py``):
 
 * layout: ``OPT_INDENT_2 | OPT_SORT_KEYS``; keys sort by UTF-8 bytes, which is code-point order.
-  orjson writes the rows as a list at depth 0, and raw newlines only as layout (strings escape
-  them), so dropping the brackets and indenting every line gives the rows at any depth;
+  the rows, wrapped in ``depth - 1`` one-element lists, come out indented at ``depth``, and
+  only brackets and layout surround them, so slicing from the first row's ``{`` to the last
+  row's ``}`` gives the rows at any depth (no second pass over the bytes);
 * strings: escaped as §5.4 says (only ``"``, ``\\`` and controls, ``\\u00xx`` lower-case);
   a lone surrogate makes orjson refuse;
 * integers: plain decimals; beyond 64 bits orjson refuses;
@@ -55,7 +56,6 @@ _OPTIONS: Final = (
 #: Scalar types orjson writes exactly as §5.4 does (``ExactNumber`` through :func:`_default`).
 _SCALARS: Final = frozenset({str, int, bool, _NONE_TYPE, ExactNumber})
 _NESTED: Final = _SCALARS | {dict, list, orjson.Fragment}
-_INDENT: Final = b"  "
 
 
 def parse_json_column(texts: Sequence[str | None], *, canonical_ints: bool) -> list[object]:
@@ -121,13 +121,18 @@ def encode_rows(batch: RowBatch, depth: int) -> bytes | None:
             return None
         columns.append(ready)
     # dict rows built by C iteration only (no bytecode per row)
-    rows = list(map(dict, map(zip, repeat(batch.names), zip(*columns, strict=True))))
+    rows: object = list(map(dict, map(zip, repeat(batch.names), zip(*columns, strict=True))))
+    # Rows wrapped in depth - 1 lists sit at ``depth``: orjson indents them there itself, with
+    # no second pass over the bytes to indent every line.
+    for _ in range(depth - 1):
+        rows = [rows]
     try:
         data = orjson.dumps(rows, default=_default, option=_OPTIONS)
     except orjson.JSONEncodeError:  # a surrogate, an integer beyond 64 bits, a refused type
         return None
-    # orjson: "[\n  {...},\n  {...}\n]" with rows at depth 1; every newline gets depth - 1 more
-    return data[4:-2].replace(b"\n", b"\n" + _INDENT * (depth - 1))
+    # "[\n  [\n    {...},\n    {...}\n  ]\n]": only brackets and layout surround the rows, whose
+    # first and last bytes are their own braces (a row always has members, see _plain_names)
+    return data[data.index(b"{") : data.rindex(b"}") + 1]
 
 
 class FastRowBatch(RowBatch):
