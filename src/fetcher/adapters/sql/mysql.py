@@ -70,6 +70,7 @@ from fetcher.engine.values import encode_bytes, encode_value, parse_json_exact_f
 __all__ = [
     "MysqlConnector",
     "build_tls_context",
+    "datetime_column",
     "datetime_text",
     "json_checked_column",
     "map_mysql_errors",
@@ -168,6 +169,59 @@ def datetime_text(value: str) -> str:
     return value[:10] + "T" + seconds + "Z"
 
 
+#: Text that only a zero date or a zero month or day puts in a DATETIME column (the server
+#: prints digits, ``-``, one space, ``:`` and at most one ``.`` per value).
+_ZERO_DATE_MARKS: Final = ("0000-", "-00-", "-00 ")
+#: ``YYYY-MM-DD`` and ``YYYY-MM-DD HH:MM:SS``: where the space is, and where a fraction starts.
+_DATE_WIDTH: Final = 10
+_SECONDS_WIDTH: Final = 19
+
+
+def datetime_column(values: Sequence[Any]) -> Sequence[object]:
+    """:func:`datetime_text` of one batch's column (``None`` stays ``None``) in a few C string
+    passes over the joined texts instead of a Python call per value (speed, issue 12); the
+    value-by-value path whenever the column is not the server's uniform text (see
+    :func:`_datetime_texts`)."""
+    texts = values if None not in values else [value for value in values if value is not None]
+    finished = _datetime_texts(texts)
+    if finished is None:
+        return _convert_column(values, datetime_text)
+    if texts is values:
+        return finished
+    done = iter(finished)
+    return [None if value is None else next(done) for value in values]
+
+
+def _datetime_texts(texts: Sequence[Any]) -> list[str] | None:
+    """Each text as :func:`datetime_text` writes it, or ``None`` unless every value has the
+    server's shape for one column: the same width (one precision), one space, and either no
+    fraction or one ``.`` after the seconds; and no zero date (those keep the engine's
+    text, which the value-by-value path writes). Trailing zeros of the fractions are removed a
+    digit at a time over the whole batch; all-zero fractions first, in one pass."""
+    if not texts:
+        return []
+    try:
+        text = "\n".join(texts) + "\n"
+    except TypeError:  # not all text
+        return None
+    count, width = len(texts), len(texts[0])
+    if len(text) != count * (width + 1) or text[_DATE_WIDTH :: width + 1] != " " * count:
+        return None
+    if text.count(" ") != count or any(mark in text for mark in _ZERO_DATE_MARKS):
+        return None
+    dots = text.count(".")
+    if dots == count and text[_SECONDS_WIDTH :: width + 1] == "." * count:
+        text = text.replace("." + "0" * (width - _SECONDS_WIDTH - 1) + "\n", "\t")
+        while "0\n" in text:  # each fraction left has a non-zero digit: it stops there
+            text = text.replace("0\n", "\n")
+        text = text.replace("\t", "\n")
+    elif dots or width != _SECONDS_WIDTH:
+        return None
+    finished = text.replace(" ", "T").replace("\n", "Z\n").split("\n")
+    finished.pop()  # after the last newline
+    return finished
+
+
 def time_text(value: str) -> str:
     """TIME text (``[-]HHH:MM:SS[.ffffff]``, possibly negative or past 24 h) with the fraction's
     trailing zeros removed (§5.3); the server already prints at least two hour digits."""
@@ -243,6 +297,8 @@ def _column_converter(column: Column) -> Callable[[Sequence[Any]], Sequence[obje
     """How one column of a batch is finished; ``None``: the driver values are final."""
     if column.family is TypeFamily.JSON:
         return _json_column
+    if column.family in (TypeFamily.TIMESTAMP, TypeFamily.TIMESTAMPTZ):
+        return datetime_column
     if column.family is TypeFamily.OTHER:
         return _other_column
     convert = _converter(column)
