@@ -19,7 +19,9 @@ clocks, polled every 0.1 s); peak RSS is the extracting process's ``VmHWM``, res
 ``FETCHER_BENCH_SCALING`` rows, default 100 000, 500 000 and 1 500 000, with the narrow columns
 ``amount, id, status`` so that 1.5 M rows stay under the 256 MiB result ceiling); and MariaDB
 (``mariadb --batch --quick -e 'SELECT …' > /dev/null`` against Fetcher's MySQL connector on the
-same table). ``FETCHER_BENCH_PARTS`` picks parts (default ``postgres,filtered,scaling,mariadb``).
+same table, through the Worker and embedded). ``FETCHER_BENCH_PARTS`` picks parts (default
+``postgres,filtered,scaling,mariadb``). The Worker's objects (and the upload-only measurement's)
+are deleted from the test bucket at the end.
 
 Ratios are speeds, floor time / Fetcher time (≥ 0.25 is the issue's target for COPY, ≥ 0.75 for
 ConnectorX), always from the same run: the machine is shared and absolute figures are noisy.
@@ -54,6 +56,14 @@ from bench.fetcher_processes import (
     drop_postgres,
     postgres_scalar,
     vm_hwm_mib,
+)
+from bench.worker_memory import (
+    S3_ACCESS_KEY,
+    S3_BUCKET,
+    S3_ENDPOINT,
+    S3_SECRET_KEY,
+    bench_prefix,
+    delete_s3_prefix,
 )
 
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
@@ -153,24 +163,26 @@ def _s3_upload_seconds(size: int) -> float:
 
     async def run() -> float:
         store = S3ObjectStore(
-            endpoint=os.environ.get("FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333"),
-            bucket=os.environ.get("FETCHER_TEST_S3_BUCKET", "fetcher-test"),
+            endpoint=S3_ENDPOINT,
+            bucket=S3_BUCKET,
             region="us-east-1",
-            access_key_id=os.environ.get("FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access"),
-            secret_key=os.environ.get(
-                "FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789"
-            ),
+            access_key_id=S3_ACCESS_KEY,
+            secret_key=S3_SECRET_KEY,
             path_style=True,
         )
         chunk = base64.b64encode(os.urandom(3 << 20))  # 4 MiB
         async with store:
             began = time.perf_counter()
-            async with store.open_writer(f"bench/upload-{os.getpid()}") as writer:
+            async with store.open_writer(f"{prefix}/upload") as writer:
                 for offset in range(0, size, len(chunk)):
                     await writer.write(chunk[: size - offset])
             return time.perf_counter() - began
 
-    return asyncio.run(run())
+    prefix = bench_prefix(f"upload-{os.getpid()}")
+    try:
+        return asyncio.run(run())
+    finally:
+        delete_s3_prefix(prefix)
 
 
 def _connectorx(database: str, select: str) -> dict[str, Any]:
@@ -360,10 +372,13 @@ def scaling_part(worker: FetcherProcesses) -> dict[str, Any]:
     }
 
 
-def mariadb_part(worker: FetcherProcesses) -> dict[str, Any]:
+def mariadb_part(worker: FetcherProcesses, embedded: FetcherProcesses) -> dict[str, Any]:
+    """The MySQL connector against ``mariadb --batch --quick``: through the Worker to S3, and
+    embedded to the local store (no S3 upload: the connector's and the document's own cost)."""
     database, reader, password = create_mariadb(_MARIADB_LEDGER.format(rows=ROWS))
     try:
         worker.connect_mysql("bench_my", database, reader, password)
+        embedded.connect_mysql("bench_my_e", database, reader, password)
         select = _select(COLUMNS)
         floor = [
             "mariadb",
@@ -385,22 +400,27 @@ def mariadb_part(worker: FetcherProcesses) -> dict[str, Any]:
                 "fetcher_worker_s3": _fetcher_runner(
                     worker, {"bench_my": {"ledger": list(COLUMNS)}}, None, ROWS
                 ),
+                "fetcher_embedded": _fetcher_runner(
+                    embedded, {"bench_my_e": {"ledger": list(COLUMNS)}}, None, ROWS
+                ),
             }
         )
         results = _summaries(runs, ROWS)
         return {
             "rows": ROWS,
             "results": results,
-            "ratios": _ratios(results, ["fetcher_worker_s3"], ["mariadb_cli"]),
+            "ratios": _ratios(results, ["fetcher_worker_s3", "fetcher_embedded"], ["mariadb_cli"]),
         }
     finally:
         drop_mariadb(database, reader)
 
 
 def _ledger_parts() -> dict[str, Any]:
-    """The parts on the ``ROWS``-row ledger, with one Worker and one embedded process."""
+    """The parts on the ``ROWS``-row ledger, with one Worker and one embedded process (the
+    PostgreSQL ledger only when a PostgreSQL part runs)."""
     report: dict[str, Any] = {}
-    database = create_postgres("ledger", _PG_LEDGER.format(rows=ROWS))
+    postgres = bool(PARTS & {"postgres", "filtered"})
+    database = create_postgres("ledger", _PG_LEDGER.format(rows=ROWS if postgres else 0))
     try:
         with FetcherProcesses("worker") as worker, FetcherProcesses("embedded") as embedded:
             worker.connect_postgres("bench_pg", database)
@@ -410,7 +430,7 @@ def _ledger_parts() -> dict[str, Any]:
             if "filtered" in PARTS:
                 report["filtered"] = filtered_part(worker, database)
             if "mariadb" in PARTS:
-                report["mariadb"] = mariadb_part(worker)
+                report["mariadb"] = mariadb_part(worker, embedded)
     finally:
         drop_postgres(database)
     return report

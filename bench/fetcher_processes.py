@@ -4,7 +4,8 @@
 metadata store, RabbitMQ, the loopback SeaweedFS S3 server) or one embedded process (SQLite
 metadata, local store), each on loopback ports, and stops them by PID. :meth:`job` submits one
 job and reports its time (``completedAt − createdAt``), document size and the extracting
-process's peak RSS (``VmHWM``, reset through ``/proc/<pid>/clear_refs`` before the job).
+process's peak RSS (``VmHWM``, reset through ``/proc/<pid>/clear_refs`` before the job). The
+Worker's objects go under a prefix of their own, deleted from the test bucket on exit.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from bench.worker_memory import (
     KEY,
     _delete_broker_objects,
     _free_port,
+    bench_prefix,
+    delete_s3_prefix,
     distributed_env,
 )
 
@@ -224,6 +227,8 @@ class FetcherProcesses:
                     f"fetcher.bench.{self._suffix}", f"fetcher.bench.events.{self._suffix}"
                 )
             )
+            deleted = delete_s3_prefix(bench_prefix(self._suffix))
+            print(f"  ({deleted} bench objects deleted from the test bucket)", flush=True)
         if exc is None:
             shutil.rmtree(self._dir, ignore_errors=True)
 

@@ -33,6 +33,8 @@ from bench.worker_memory import (
     _result_size,
     _vm_hwm_kib,
     _wait_health,
+    bench_prefix,
+    delete_s3_prefix,
     distributed_env,
 )
 
@@ -185,6 +187,7 @@ def main() -> None:
                 env["RABBITMQ_FETCHER_WORK_QUEUE"], env["RABBITMQ_JOB_EVENTS_EXCHANGE"]
             )
         )
+        delete_s3_prefix(bench_prefix(suffix))
 
 
 if __name__ == "__main__":

@@ -32,10 +32,53 @@ FETCHER = str(Path(sys.executable).with_name("fetcher"))
 KEY = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
 
 
+S3_ENDPOINT = os.environ.get("FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333")
+S3_BUCKET = os.environ.get("FETCHER_TEST_S3_BUCKET", "fetcher-test")
+S3_ACCESS_KEY = os.environ.get("FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access")
+S3_SECRET_KEY = os.environ.get("FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789")
+
+
+def bench_prefix(suffix: str) -> str:
+    """The object-key prefix of one bench run's Worker (``OBJECT_STORAGE_KEY_PREFIX``): every
+    object it stores is under it, and :func:`delete_s3_prefix` removes them afterwards."""
+    return f"fetcher-bench-{suffix}"
+
+
+def delete_s3_prefix(prefix: str) -> int:
+    """Leave the shared test bucket as it was: delete every object under ``prefix/`` and abort
+    any unfinished multipart upload there; returns the number of objects deleted."""
+    import boto3  # type: ignore[import-untyped]  # boto3 comes with aioboto3 (the s3 extra)
+    from botocore.config import Config  # type: ignore[import-untyped]
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=S3_ENDPOINT,
+        region_name="us-east-1",
+        aws_access_key_id=S3_ACCESS_KEY,
+        aws_secret_access_key=S3_SECRET_KEY,
+        config=Config(s3={"addressing_style": "path"}),
+    )
+    deleted = 0
+    for page in client.get_paginator("list_objects_v2").paginate(
+        Bucket=S3_BUCKET, Prefix=f"{prefix}/"
+    ):
+        keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket=S3_BUCKET, Delete={"Objects": keys, "Quiet": True})
+            deleted += len(keys)
+    uploads = client.list_multipart_uploads(Bucket=S3_BUCKET, Prefix=f"{prefix}/")
+    for upload in uploads.get("Uploads", []):
+        client.abort_multipart_upload(
+            Bucket=S3_BUCKET, Key=upload["Key"], UploadId=upload["UploadId"]
+        )
+    return deleted
+
+
 def distributed_env(meta_db: str, suffix: str) -> dict[str, str]:
     """The metadata store, broker and S3 variables of a bench Manager/Worker pair: the scratch
     metadata database ``meta_db``, a work queue and events exchange named with ``suffix``, and
-    the test S3 server (``scripts/s3-server.sh``)."""
+    the test S3 server (``scripts/s3-server.sh``), with the objects under
+    :func:`bench_prefix` (``suffix``) so that they can be deleted after the run."""
     return {
         "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{meta_db}",
         "RABBITMQ_HOST": "127.0.0.1",
@@ -43,17 +86,12 @@ def distributed_env(meta_db: str, suffix: str) -> dict[str, str]:
         "RABBITMQ_JOB_EVENTS_EXCHANGE": f"fetcher.bench.events.{suffix}",
         "STREAMING_ENABLED": "true",
         "STREAMING_CLOUDEVENTS_SOURCE": "//lerian.fetcher/bench",
-        "OBJECT_STORAGE_ENDPOINT": os.environ.get(
-            "FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:8333"
-        ),
-        "OBJECT_STORAGE_BUCKET": os.environ.get("FETCHER_TEST_S3_BUCKET", "fetcher-test"),
-        "OBJECT_STORAGE_ACCESS_KEY_ID": os.environ.get(
-            "FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test-access"
-        ),
-        "OBJECT_STORAGE_SECRET_KEY": os.environ.get(
-            "FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret-0123456789"
-        ),
+        "OBJECT_STORAGE_ENDPOINT": S3_ENDPOINT,
+        "OBJECT_STORAGE_BUCKET": S3_BUCKET,
+        "OBJECT_STORAGE_ACCESS_KEY_ID": S3_ACCESS_KEY,
+        "OBJECT_STORAGE_SECRET_KEY": S3_SECRET_KEY,
         "OBJECT_STORAGE_USE_PATH_STYLE": "true",
+        "OBJECT_STORAGE_KEY_PREFIX": bench_prefix(suffix),
     }
 
 
@@ -188,6 +226,7 @@ def main() -> None:
                 env["RABBITMQ_FETCHER_WORK_QUEUE"], env["RABBITMQ_JOB_EVENTS_EXCHANGE"]
             )
         )
+        delete_s3_prefix(bench_prefix(suffix))
 
 
 async def _delete_broker_objects(queue: str, exchange: str) -> None:
