@@ -15,6 +15,7 @@ commands:
   demo [--keep]         run the embedded demonstration end to end
   derive-key            print the external HMAC key (or --purpose storage) of APP_ENC_KEY
   generate-master-key   print a new random master key
+  dev-token             print an HS256 bearer token signed with AUTH_JWT_SECRET (--sub, --scope)
   events tail           follow job events: verify, deduplicate, print (--json, --feed URL)
   result get <id|key>   download, verify and decrypt a result (-o FILE)
 """
@@ -34,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one dispatch 
         from fetcher.cli.keys import generate_master_key_command
 
         return generate_master_key_command()
+    if command == "dev-token":
+        from fetcher.cli.dev_token import dev_token_command
+
+        return dev_token_command(rest, dict(os.environ))
     if command == "run":
         from fetcher.cli.run import run_command
 
