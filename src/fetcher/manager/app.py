@@ -105,10 +105,11 @@ class FetcherAPI(FastAPI):
         return schema
 
     def _guarded_operations(self) -> dict[tuple[str, str], str]:
-        """``(method, path)`` → §12.3 scope of every guarded route in the document."""
+        """``(method, path)`` → §12.3 scope of every guarded route in the document (read from
+        the routers: included routers may be mounted lazily, see :func:`allowed_methods`)."""
         return {
             (method.lower(), route.path): scope.value
-            for route in self.routes
+            for route in (r for router in _ROUTERS for r in router.routes)
             if isinstance(route, APIRoute) and route.include_in_schema
             for scope in (route_scope(route),)
             if scope is not None

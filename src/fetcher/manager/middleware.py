@@ -56,8 +56,9 @@ DEFAULT_MAX_IN_FLIGHT = 1000
 #: §2.11: the ``route`` label of a request that matched no route template.
 UNMATCHED_ROUTE = "unmatched"
 _CORS_METHODS = "GET, POST, PATCH, DELETE, OPTIONS"
-_CORS_HEADERS = "Content-Type, X-Product-Name, X-Request-Id"
-_EXPOSED = "X-Request-Id, Location, Retry-After"
+#: Authorization: a browser client sends its bearer token (§12.2) only if a preflight allows it.
+_CORS_HEADERS = "Authorization, Content-Type, X-Product-Name, X-Request-Id"
+_EXPOSED = "X-Request-Id, Location, Retry-After, WWW-Authenticate"
 
 
 def body_too_large() -> ApiError:
