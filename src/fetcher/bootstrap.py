@@ -205,6 +205,7 @@ def _connection_service(
         cipher=cipher,
         registry=registry,
         internal=internal,
+        internal_tenants=settings.internal_tenants,
         embedded=settings.mode is Mode.EMBEDDED,
         sqlite_allowed_dir=settings.sqlite_allowed_dir,
         metadata_store_path=settings.sqlite_path,
@@ -233,7 +234,6 @@ def _job_service(
         events=events,
         max_limits=max_limits,
         metrics=metrics,
-        internal=connections.internal,
     )
 
 

@@ -92,6 +92,7 @@ class ConnectionResponse(TypedDict):
     metadata: NotRequired[dict[str, Any]]
     createdAt: NotRequired[str]
     updatedAt: NotRequired[str]
+    createdBy: NotRequired[str]
 
 
 class ConnectionPage(TypedDict):
@@ -168,6 +169,7 @@ class JobResponse(TypedDict):
     resultPath: NotRequired[str]
     resultHmac: NotRequired[str]
     completedAt: NotRequired[str]
+    createdBy: NotRequired[str]
 
 
 class FeedItem(TypedDict):

@@ -4,8 +4,12 @@
 query, header and body: create, get, list (internal datasources first when no product is
 given), list unassigned, PATCH, soft DELETE, assign, the rate-limited live test, fresh schema
 discovery and validate-schema (through the §2.7 cache). Stored credentials are decrypted only
-in memory, for one use (§6.4). The pure schema rules live in
-:mod:`fetcher.services.connection_schema`.
+in memory, for one use (§6.4).
+
+Every use case takes the request's :class:`Principal`: it reaches only its tenant's rows and
+the internal datasources visible to that tenant (§12.5), and a product-restricted token only
+its products' connections (§12.4); anything else is missing (``404 FET-1001``). The pure schema
+rules live in :mod:`fetcher.services.connection_schema`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from fetcher.engine import ConnectionDescriptor, Connector, ConnectorRegistry, E
 from fetcher.engine.model import TlsSettings
 from fetcher.engine.types import DiscoveredSchema, EngineType
 from fetcher.services import connection_schema as rules
+from fetcher.services.access import require_product, require_unrestricted
 from fetcher.services.connection_validation import (
     ConnectionInput,
     SslInput,
@@ -41,9 +46,9 @@ from fetcher.services.errors import (
     invalid_payload,
     retarget_needs_password,
 )
-from fetcher.services.internal_datasources import internal_connection_id
+from fetcher.services.internal_datasources import internal_connection_id, visible_internal
 from fetcher.services.ports import ConflictError, MetadataStore
-from fetcher.services.principal import SINGLE_TENANT
+from fetcher.services.principal import Principal
 from fetcher.services.rate_limit import ConnectionTestLimiter
 from fetcher.services.records import ConnectionQuery, ConnectionRecord, SortOrder
 from fetcher.services.responses import ConnectionResponse, TestResult, shape
@@ -147,6 +152,7 @@ def connection_response(record: ConnectionRecord) -> dict[str, object]:
             "internal": False,
             "createdAt": format_ms(record.created_at),
             "updatedAt": format_ms(record.updated_at),
+            "createdBy": record.created_by,
         },
     )
 
@@ -330,13 +336,15 @@ def _check_retarget(
 
 @dataclass
 class ConnectionService:
-    """Connection use cases. ``internal`` maps configName → internal descriptor (§9.4)."""
+    """Connection use cases. ``internal`` maps configName → internal descriptor (§9.4) and
+    ``internal_tenants`` configName → the tenants that see it (§12.5)."""
 
     store: MetadataStore
     cipher: CredentialCipher
     registry: ConnectorRegistry
     clock: SystemClock = field(default_factory=SystemClock)
     internal: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
+    internal_tenants: Mapping[str, frozenset[str]] = field(default_factory=dict)
     embedded: bool = False
     sqlite_allowed_dir: str | None = None
     metadata_store_path: str | None = None
@@ -350,18 +358,32 @@ class ConnectionService:
 
     # -- create, read, list --------------------------------------------------------------
 
-    async def create(self, body: Mapping[str, object], product: str) -> ConnectionRecord:
-        """§2.6.1 steps 3–7 (the header and body parse ran in the host)."""
-        record = self._new_record(self._validated(body), body, product)
+    def internal_for(self, tenant: str) -> dict[str, ConnectionDescriptor]:
+        """The internal datasources ``tenant`` sees, under its IDs (§9.4, §12.5)."""
+        return visible_internal(self.internal, self.internal_tenants, tenant)
+
+    async def create(
+        self, body: Mapping[str, object], product: str, *, principal: Principal
+    ) -> ConnectionRecord:
+        """§2.6.1 steps 3–7 (the header and body parse ran in the host), in the caller's
+        tenant, recording its ``sub`` as ``createdBy`` (§12.4)."""
+        require_product(principal, product)
+        data = self._validated(body, principal.tenant)
+        record = replace(
+            self._new_record(data, body, product),
+            tenant=principal.tenant,
+            created_by=principal.sub,
+        )
         await self._write(self.store.insert_connection(record))
         return record
 
     def _validated(
-        self, body: Mapping[str, object], stored: ConnectionRecord | None = None
+        self, body: Mapping[str, object], tenant: str, stored: ConnectionRecord | None = None
     ) -> ConnectionInput:
         """The one validation path of create (§2.6.1 steps 3-6) and PATCH (§2.6.5 steps 3 and
         7-8): the body rules (on PATCH merged into ``stored``, then credential re-targeting,
-        step 7a), the §2.9 host-literal layer, and configNames taken by internal datasources."""
+        step 7a), the §2.9 host-literal layer, and configNames taken by the internal
+        datasources the tenant sees (§12.5)."""
         if stored is None:
             data = validate_connection_create(
                 body,
@@ -379,7 +401,7 @@ class ConnectionService:
             )
             _check_retarget(stored, data, body)
         self._check_host_literal(data.host)
-        if data.config_name in self.internal:
+        if data.config_name in self.internal_for(tenant):
             raise _name_taken()
         return data
 
@@ -414,55 +436,73 @@ class ConnectionService:
         if self.ssrf_guard and host and is_blocked_host_literal(host):
             raise forbidden_host()
 
-    def _internal_by_id(self, connection_id: str) -> ConnectionDescriptor | None:
-        for descriptor in self.internal.values():
+    def _internal_by_id(self, connection_id: str, tenant: str) -> ConnectionDescriptor | None:
+        for descriptor in self.internal_for(tenant).values():
             if (descriptor.connection_id or internal_connection_id(descriptor.config_name)) == (
                 connection_id
             ):
                 return descriptor
         return None
 
-    async def get(self, connection_id: str) -> ConnectionRecord:
-        """The non-deleted stored connection, else ``404 FET-1001``."""
-        record = await self.store.get_connection(connection_id, tenant=SINGLE_TENANT)
-        if record is None:
+    async def get(self, connection_id: str, principal: Principal) -> ConnectionRecord:
+        """The tenant's non-deleted stored connection, else ``404 FET-1001``; for a
+        product-restricted token also when it belongs to another product or none (§12.4)."""
+        record = await self.store.get_connection(connection_id, tenant=principal.tenant)
+        if record is None or not principal.may_act_for(record.product_name):
             raise not_found("connection")
         return record
 
-    async def resolve(self, connection_id: str) -> Target:
-        """§2.6.4: an internal datasource (by its UUIDv5) or a stored connection, else 404."""
-        descriptor = self._internal_by_id(connection_id)
+    async def resolve(self, connection_id: str, principal: Principal) -> Target:
+        """§2.6.4: an internal datasource the tenant sees (by its UUIDv5) or a stored connection
+        the caller may reach, else 404."""
+        descriptor = self._internal_by_id(connection_id, principal.tenant)
         if descriptor is not None:
             return Target.of_internal(descriptor, self.started_at)
-        return Target.stored(await self.get(connection_id))
+        return Target.stored(await self.get(connection_id, principal))
 
-    async def describe(self, connection_id: str) -> dict[str, object]:
+    async def describe(self, connection_id: str, principal: Principal) -> dict[str, object]:
         """§2.6.4 GET: the ConnectionResponse."""
-        origin = (await self.resolve(connection_id)).origin()
+        origin = (await self.resolve(connection_id, principal)).origin()
         if isinstance(origin, ConnectionDescriptor):
             return internal_response(origin)
         return connection_response(origin)
 
     async def list_page(
-        self, request: ListRequest, *, product: str | None, unassigned: bool = False
+        self,
+        request: ListRequest,
+        *,
+        product: str | None,
+        principal: Principal,
+        unassigned: bool = False,
     ) -> dict[str, object]:
         """§2.6.2 / §2.6.3: internal datasources first when no product is given and the list
-        is not the unassigned one; pagination applies to the combined sequence."""
+        is not the unassigned one; pagination applies to the combined sequence. Only the
+        tenant's rows (§12.5); a restricted token lists only its products' connections and
+        never the unassigned ones (§12.4)."""
+        if unassigned:
+            require_unrestricted(principal)
+        if product is not None:
+            require_product(principal, product)
         offset = (request.page - 1) * request.limit
-        internal = [] if product is not None or unassigned else self._internal_matching(request)
+        internal = (
+            []
+            if product is not None or unassigned
+            else self._internal_matching(request, principal.tenant)
+        )
         head = internal[offset : offset + request.limit]
         query = ConnectionQuery(
             offset=max(0, offset - len(internal)),
             limit=request.limit - len(head),
             sort=request.sort,
             product=product,
+            products=principal.products if product is None else None,
             unassigned_only=unassigned,
             type=request.type,
             created_from=request.created_from,
             created_before=request.created_before,
             metadata=tuple(request.metadata),
         )
-        records, total = await self.store.list_connections(query, tenant=SINGLE_TENANT)
+        records, total = await self.store.list_connections(query, tenant=principal.tenant)
         items = [internal_response(d) for d in head] + [connection_response(r) for r in records]
         return {
             "items": items,
@@ -471,36 +511,41 @@ class ConnectionService:
             "total": total + len(internal),
         }
 
-    def _internal_matching(self, request: ListRequest) -> list[ConnectionDescriptor]:
-        """Internal datasources sorted by configName, matched by ``type`` only (§2.6.2)."""
+    def _internal_matching(self, request: ListRequest, tenant: str) -> list[ConnectionDescriptor]:
+        """The tenant's internal datasources sorted by configName, matched by ``type`` only
+        (§2.6.2, §12.5)."""
         wanted = request.type.casefold() if request.type is not None else None
+        internal = self.internal_for(tenant)
         return [
-            self.internal[name]
-            for name in sorted(self.internal)
-            if wanted is None or self.internal[name].type.value.casefold() == wanted
+            internal[name]
+            for name in sorted(internal)
+            if wanted is None or internal[name].type.value.casefold() == wanted
         ]
 
     # -- PATCH, DELETE, assign -----------------------------------------------------------
 
-    async def _mutable(self, connection_id: str) -> ConnectionRecord:
+    async def _mutable(self, connection_id: str, principal: Principal) -> ConnectionRecord:
         """Existence (404), then internal (409 FET-0004)."""
-        if self._internal_by_id(connection_id) is not None:
+        if self._internal_by_id(connection_id, principal.tenant) is not None:
             raise _internal_conflict()
-        return await self.get(connection_id)
+        return await self.get(connection_id, principal)
 
-    async def update(self, connection_id: str, body: Mapping[str, object]) -> dict[str, object]:
+    async def update(
+        self, connection_id: str, body: Mapping[str, object], *, principal: Principal
+    ) -> dict[str, object]:
         """§2.6.5 steps 2 (``{}``) to 9; drops the cache entries of the old and new name."""
         if not body:
             raise invalid_payload(EMPTY_BODY_MESSAGE)
         check_connection_fields(body)
-        record = await self._mutable(connection_id)
-        if await self.store.has_active_jobs(record.config_name, tenant=SINGLE_TENANT):
+        record = await self._mutable(connection_id, principal)
+        tenant = principal.tenant
+        if await self.store.has_active_jobs(record.config_name, tenant=tenant):
             raise _active_jobs("update")
-        data = self._validated(body, record)
+        data = self._validated(body, tenant, record)
         updated = self._merged_record(record, data, body, self.clock.now())
         if not await self._write(self.store.update_connection(updated)):
             raise not_found("connection")
-        self.schema_cache.invalidate(record.config_name, updated.config_name)
+        self.schema_cache.invalidate(record.config_name, updated.config_name, tenant=tenant)
         return connection_response(updated)
 
     def _merged_record(
@@ -571,36 +616,43 @@ class ConnectionService:
             return value  # unreadable before the PATCH; it stays unreadable
         return self.cipher.encrypt(plain, record.id)
 
-    async def delete(self, connection_id: str) -> None:
+    async def delete(self, connection_id: str, *, principal: Principal) -> None:
         """§2.6.6: path ID (host), existence, internal, active jobs; a soft delete."""
-        record = await self._mutable(connection_id)
-        if await self.store.has_active_jobs(record.config_name, tenant=SINGLE_TENANT):
+        record = await self._mutable(connection_id, principal)
+        tenant = principal.tenant
+        if await self.store.has_active_jobs(record.config_name, tenant=tenant):
             raise _active_jobs("delete")
         if not await self.store.soft_delete_connection(
-            connection_id, self.clock.now(), tenant=SINGLE_TENANT
+            connection_id, self.clock.now(), tenant=tenant
         ):
             raise not_found("connection")
-        self.schema_cache.invalidate(record.config_name)
+        self.schema_cache.invalidate(record.config_name, tenant=tenant)
 
-    async def assign(self, connection_id: str, product: str) -> dict[str, object]:
-        """§2.6.10: existence, internal, then an atomic set-if-unassigned."""
-        await self._mutable(connection_id)
+    async def assign(
+        self, connection_id: str, product: str, *, principal: Principal
+    ) -> dict[str, object]:
+        """§2.6.10: unrestricted tokens only (§12.4), existence, internal, then an atomic
+        set-if-unassigned within the tenant."""
+        require_unrestricted(principal)
+        await self._mutable(connection_id, principal)
         now = self.clock.now()
-        if not await self.store.assign_product(connection_id, product, now, tenant=SINGLE_TENANT):
-            if await self.store.get_connection(connection_id, tenant=SINGLE_TENANT) is None:
+        tenant = principal.tenant
+        if not await self.store.assign_product(connection_id, product, now, tenant=tenant):
+            if await self.store.get_connection(connection_id, tenant=tenant) is None:
                 raise not_found("connection")
             raise ApiError(
                 "FET-1015",
                 "The connection is already assigned to a product and cannot be reassigned.",
             )
-        return connection_response(await self.get(connection_id))
+        return connection_response(await self.get(connection_id, principal))
 
     # -- connecting (§2.6.7, §2.9, §2.5.1) -----------------------------------------------
 
-    async def test(self, connection_id: str) -> dict[str, object]:
-        """§2.6.7 steps 2–5: rate limit, resolution, SSRF pre-dial, connect and probe."""
-        self.limiter.admit(connection_id)
-        target = await self.resolve(connection_id)
+    async def test(self, connection_id: str, *, principal: Principal) -> dict[str, object]:
+        """§2.6.7 steps 2–5: rate limit (the tenant's buckets, §12.5), resolution, SSRF
+        pre-dial, connect and probe."""
+        self.limiter.admit(connection_id, tenant=principal.tenant)
+        target = await self.resolve(connection_id, principal)
         started = time.monotonic()
         ok = await self._probe_target(target)
         latency = int((time.monotonic() - started) * 1000)
@@ -711,10 +763,12 @@ class ConnectionService:
 
     # -- schema discovery (§2.6.8, §2.6.9, §2.7) -----------------------------------------
 
-    async def schema(self, connection_id: str, schemas: str | None) -> dict[str, object]:
+    async def schema(
+        self, connection_id: str, schemas: str | None, *, principal: Principal
+    ) -> dict[str, object]:
         """§2.6.8: fresh discovery (no cache), 30 s; 502 FET-1041 / FET-1042 on failure."""
         requested = rules.parse_schemas_param(schemas)
-        target = await self.resolve(connection_id)
+        target = await self.resolve(connection_id, principal)
         scope = rules.schema_scope(target.type, requested, target.schema)
         try:
             discovered = await self._discover(target, scope)
@@ -747,17 +801,20 @@ class ConnectionService:
             except (EngineError, TimeoutError, OSError) as exc:
                 raise _DiscoveryFailed(_detail(exc), self._redactor_for(descriptor)) from None
 
-    async def validate_schema(self, body: Mapping[str, object]) -> dict[str, object]:
+    async def validate_schema(
+        self, body: Mapping[str, object], *, principal: Principal
+    ) -> dict[str, object]:
         """§2.6.9: body checks, resolution (FET-1062), then per-datasource checks through the
-        §2.7 cache; inconsistencies → ``422 FET-1060`` with the sorted ``errors``."""
+        tenant's §2.7 cache entries; inconsistencies → ``422 FET-1060`` with the sorted
+        ``errors``."""
         mapped = rules.check_validation_body(body)
         names = sorted(mapped)
-        targets = [await self._resolve_name(name) for name in names]
+        targets = [await self._resolve_name(name, principal) for name in names]
         if all(t is None for t in targets):
             raise ApiError("FET-1062", "No connections configured for the requested datasources")
         results = await asyncio.gather(
             *(
-                self._datasource_errors(name, target, mapped[name])
+                self._datasource_errors(name, target, mapped[name], principal.tenant)
                 for name, target in zip(names, targets, strict=True)
             )
         )
@@ -766,10 +823,14 @@ class ConnectionService:
             raise ApiError("FET-1060", rules.VALIDATION_FAILED_MESSAGE, errors=errors)
         return dict(rules.VALIDATION_SUCCESS)
 
-    async def _resolve_name(self, name: str) -> Target | None:
-        """Internal, then stored; a name that is both is ambiguous and does not resolve."""
-        record = await self.store.get_connection_by_name(name, tenant=SINGLE_TENANT)
-        descriptor = self.internal.get(name)
+    async def _resolve_name(self, name: str, principal: Principal) -> Target | None:
+        """Internal, then stored; a name that is both is ambiguous and does not resolve. Only
+        the internal datasources the tenant sees and the stored connections the caller may
+        reach (§12.4: a restricted token's products; §12.5: its tenant) count."""
+        record = await self.store.get_connection_by_name(name, tenant=principal.tenant)
+        if record is not None and not principal.may_act_for(record.product_name):
+            record = None
+        descriptor = self.internal_for(principal.tenant).get(name)
         if record is not None and descriptor is not None:
             return None
         if descriptor is not None:
@@ -777,17 +838,17 @@ class ConnectionService:
         return Target.stored(record) if record is not None else None
 
     async def _datasource_errors(
-        self, name: str, target: Target | None, tables: Mapping[str, Sequence[str]]
+        self, name: str, target: Target | None, tables: Mapping[str, Sequence[str]], tenant: str
     ) -> list[dict[str, str]]:
         if target is None:
             return [{"type": "DATA_SOURCE_NOT_FOUND", "dataSourceId": name}]
         scope = rules.requested_scope(target.type, name, tables)
-        discovered = self.schema_cache.get(name, scope, target.updated_at)
+        discovered = self.schema_cache.get(name, scope, target.updated_at, tenant=tenant)
         if discovered is None:
             try:
                 discovered = await self._discover(target, scope)
             except (ApiError, ConnectFailed) as exc:
                 await self._log_failure("validate-schema discovery failed", target, exc)
                 return [{"type": "DATA_SOURCE_DOWN", "dataSourceId": name}]
-            self.schema_cache.put(name, scope, target.updated_at, discovered)
+            self.schema_cache.put(name, scope, target.updated_at, discovered, tenant=tenant)
         return rules.datasource_errors(name, target.type, discovered, tables)

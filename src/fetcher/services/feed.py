@@ -1,10 +1,11 @@
 """The event feed (contract §2.12): terminal job events read in order from the outbox.
 
 ``EventFeed.read`` returns rows with a ``feed_seq`` greater than ``after``, ascending, up to
-``limit`` items and the §2.12 page byte cap, optionally of one ``type``. With ``wait`` > 0 and
-nothing to return it long-polls: it re-reads the store every ~200 ms, or sooner when
-:meth:`EventFeed.notify` is called (the relay calls it after it assigns ``feed_seq`` values),
-until ``wait`` seconds have passed.
+``limit`` items and the §2.12 page byte cap, optionally of one ``type``, only of the caller's
+tenant (§12.5) and, for a product-restricted token, of jobs of its products (§12.4). With
+``wait`` > 0 and nothing to return it long-polls: it re-reads the store every ~200 ms, or sooner
+when :meth:`EventFeed.notify` is called (the relay calls it after it assigns ``feed_seq``
+values), until ``wait`` seconds have passed.
 
 Each item is ``{"cursor","routingKey","headers","data","createdAt","publishedAt"?}``; ``data``
 is the stored body itself (the bytes the broker receives), spliced verbatim into the response
@@ -20,7 +21,6 @@ from dataclasses import dataclass, field
 
 from fetcher.services.jsontext import compact_json
 from fetcher.services.ports import MetadataStore
-from fetcher.services.principal import SINGLE_TENANT
 from fetcher.services.records import EventType, OutboxRow
 from fetcher.services.timeutil import format_ms
 
@@ -56,6 +56,25 @@ class FeedPage:
     next: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """Which rows one read sees: the tenant's (§12.5), of one type, and for a
+    product-restricted token only its products' (§12.4)."""
+
+    tenant: str
+    products: frozenset[str] | None
+    event_type: EventType | None
+
+    async def read(self, store: MetadataStore, after: int, limit: int) -> list[OutboxRow]:
+        return await store.read_feed(
+            after=after,
+            limit=limit,
+            event_type=self.event_type,
+            tenant=self.tenant,
+            products=self.products,
+        )
+
+
 @dataclass
 class EventFeed:
     """Reads the outbox feed; ``notify`` wakes every waiting long-poll at once."""
@@ -82,6 +101,8 @@ class EventFeed:
         limit: int = DEFAULT_FEED_LIMIT,
         event_type: EventType | None = None,
         wait: int = 0,
+        tenant: str,
+        products: frozenset[str] | None,
     ) -> FeedPage:
         """One §2.12 page; waits up to ``wait`` seconds for a first matching row.
 
@@ -91,7 +112,8 @@ class EventFeed:
         """
         start = after or 0
         requested = min(limit, BATCH_ROWS)
-        batch = await self._first_batch(start, requested, event_type, wait)
+        scope = _Scope(tenant, products, event_type)
+        batch = await self._first_batch(start, requested, scope, wait)
         rows: list[OutboxRow] = []
         size = 0
         largest = 0
@@ -108,25 +130,17 @@ class EventFeed:
             room = PAGE_BYTES - size
             requested = min(limit - len(rows), BATCH_ROWS, room // max(largest, 1) + 1)
             last = rows[-1].feed_seq or start
-            batch = await self.store.read_feed(
-                after=last,
-                limit=requested,
-                event_type=event_type,
-                tenant=SINGLE_TENANT,
-                products=None,
-            )
+            batch = await scope.read(self.store, last, requested)
         return _page(rows, after)
 
     async def _first_batch(
-        self, start: int, count: int, event_type: EventType | None, wait: int
+        self, start: int, count: int, scope: _Scope, wait: int
     ) -> list[OutboxRow]:
         """The first rows after ``start``; long-polls up to ``wait`` seconds for one."""
         deadline = time.monotonic() + wait
         while True:
             wakeup = self._current()
-            rows = await self.store.read_feed(
-                after=start, limit=count, event_type=event_type, tenant=SINGLE_TENANT, products=None
-            )
+            rows = await scope.read(self.store, start, count)
             remaining = deadline - time.monotonic()
             if rows or remaining <= 0:
                 return rows

@@ -18,6 +18,7 @@ from fetcher.engine.errors import EngineError
 from fetcher.engine.filters.ast import FilterSpec
 from fetcher.engine.filters.parse import FilterReferenceError, parse_filters
 from fetcher.engine.limits import LIMIT_NAMES, Limits
+from fetcher.services.access import require_product
 from fetcher.services.errors import (
     ApiError,
     Title,
@@ -27,6 +28,7 @@ from fetcher.services.errors import (
     unexpected_fields,
 )
 from fetcher.services.jsontext import compact_json
+from fetcher.services.principal import ANONYMOUS, Principal
 from fetcher.services.shapes import (
     MAX_FIELD_NAME,
     MAX_METADATA_KEY,
@@ -72,15 +74,18 @@ class ValidatedJob:
     raw_limits: Mapping[str, object] | None = None
 
 
-def validate_job_request(body: Mapping[str, object], *, max_limits: Limits) -> ValidatedJob:
-    """Run §3.6 steps 3-12 on ``body`` against the configured maxima ``max_limits``."""
+def validate_job_request(
+    body: Mapping[str, object], *, max_limits: Limits, principal: Principal = ANONYMOUS
+) -> ValidatedJob:
+    """Run §3.6 steps 3-12 on ``body`` against the configured maxima ``max_limits``, with
+    step 10a (§12.4) for a product-restricted ``principal``."""
     _check_unknown_properties(body)  # step 3
     data_request, raw_mapped = _check_mapped_fields_present(body)  # steps 4, 4a
     mapped = _check_mapped_fields_shape(raw_mapped)  # step 5
     raw_limits = _non_empty_object(data_request.get("limits"), "limits")
     limits = _effective_limits(raw_limits, max_limits)  # step 6
     _check_counts(mapped, limits)  # step 7
-    metadata, source = _check_metadata(body)  # steps 8-11
+    metadata, source = _check_metadata(body, principal)  # steps 8-11
     raw_filters = _non_empty_object(data_request.get("filters"), "filters")
     filters = _parse_filters(raw_filters, mapped)  # step 12
     canonical = canonical_request(mapped, metadata, filters=raw_filters, limits=raw_limits)
@@ -224,8 +229,11 @@ def _check_counts(mapped: MappedFields, limits: Limits) -> None:
 # --- steps 8 to 11 ------------------------------------------------------------------------
 
 
-def _check_metadata(body: Mapping[str, object]) -> tuple[dict[str, object], str]:
-    """Steps 8-11: ``metadata`` object, ``metadata.source`` present and non-blank, flatness."""
+def _check_metadata(
+    body: Mapping[str, object], principal: Principal
+) -> tuple[dict[str, object], str]:
+    """Steps 8-11: ``metadata`` object, ``metadata.source`` present and non-blank, the
+    restricted token's products (10a), flatness."""
     metadata = body.get("metadata")
     if not isinstance(metadata, dict):
         message = "metadata is required and must contain 'source' field"
@@ -249,10 +257,12 @@ def _check_metadata(body: Mapping[str, object]) -> tuple[dict[str, object], str]
             fields={"metadata.source": message},
             title=Title.INVALID_FIELD_VALUE,
         )
+    normalized = source.strip().lower()
+    require_product(principal, normalized)  # step 10a (§12.4)
     problems = metadata_problems(metadata)
     if problems:
         raise metadata_error(problems)
-    return metadata, source.strip().lower()
+    return metadata, normalized
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,10 @@
 ``create`` runs after the host has checked size, media type and parsed the JSON object
 (§3.6 steps 1–2): validation (3–12), deduplication (13), resolution and ownership (14, 14a),
 live tests (14b), the guarded insert (15) and the signed publish (16).
+
+Every use case takes the request's :class:`Principal`: jobs are created, deduplicated and read
+within its tenant (§12.5), a product-restricted token acts only for its products (§3.6 step
+10a) and sees only their jobs (§12.4), and a job records the token's ``sub`` (``createdBy``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from fetcher.engine import ConnectionDescriptor, Limits
+from fetcher.engine import Limits
 from fetcher.services.connections import ConnectionService, not_found
 from fetcher.services.errors import ApiError
 from fetcher.services.events import EventContext, failed_event
@@ -23,12 +27,12 @@ from fetcher.services.jsontext import compact_json
 from fetcher.services.log_context import bind_log_context, id_list
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import ActiveDuplicateError, MetadataStore
-from fetcher.services.principal import SINGLE_TENANT
-from fetcher.services.records import ConnectionRecord, JobRecord
+from fetcher.services.principal import Principal
+from fetcher.services.records import ConnectionRecord, JobRecord, normalized_source
 from fetcher.services.responses import JobAccepted, JobResponse, shape
 from fetcher.services.runtime_ports import WorkPublisher
 from fetcher.services.timeutil import SystemClock, format_ms, new_id
-from fetcher.services.work_messages import signed_work_headers, work_message_body
+from fetcher.services.work_messages import work_message_body, work_message_headers
 
 __all__ = ["JobService", "job_response"]
 
@@ -62,6 +66,7 @@ def job_response(job: JobRecord) -> dict[str, object]:
             "requestHash": job.request_hash,
             "createdAt": format_ms(job.created_at),
             "completedAt": format_ms(job.completed_at) if terminal and job.completed_at else None,
+            "createdBy": job.created_by,
         },
     )
 
@@ -88,33 +93,35 @@ class JobService:
     events: EventContext
     max_limits: Limits
     metrics: Metrics
-    internal: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
     clock: SystemClock = field(default_factory=SystemClock)
 
-    async def get(self, job_id: str) -> dict[str, object]:
-        job = await self.store.get_job(job_id, tenant=SINGLE_TENANT)
-        if job is None:
+    async def get(self, job_id: str, *, principal: Principal) -> dict[str, object]:
+        """§2.8: the tenant's job (§12.5); for a product-restricted token only one whose
+        normalized source is one of its products (§12.4). Otherwise ``404 FET-1001``."""
+        job = await self.store.get_job(job_id, tenant=principal.tenant)
+        if job is None or not principal.may_act_for(normalized_source(job.metadata_json)):
             raise not_found("job")
         return job_response(job)
 
     async def create(
-        self, body: Mapping[str, object], *, request_id: str
+        self, body: Mapping[str, object], *, request_id: str, principal: Principal
     ) -> tuple[dict[str, object], bool]:
         """Returns the §2.8 body and whether a new job was created (202) or matched (200)."""
-        job = validate_job_request(body, max_limits=self.max_limits)
-        existing = await self._dedup_match(job.request_hash)
+        job = validate_job_request(body, max_limits=self.max_limits, principal=principal)
+        tenant = principal.tenant
+        existing = await self._dedup_match(job.request_hash, tenant)
         if existing is not None:
             return self._duplicate(existing)
-        stored = await self._resolve(job)
+        stored = await self._resolve(job, tenant)
         self._check_ownership(job, stored)
         await self._live_test(stored)
-        record = self._record(job, stored, request_id)
+        record = self._record(job, stored, request_id, principal)
         for _attempt in range(2):
             try:
                 await self.store.insert_job(record)
                 break
             except ActiveDuplicateError:
-                existing = await self._dedup_match(job.request_hash)
+                existing = await self._dedup_match(job.request_hash, tenant)
                 if existing is not None and existing.status in ("pending", "processing"):
                     return self._duplicate(existing)
         else:
@@ -131,23 +138,26 @@ class JobService:
         self.metrics.jobs_created.labels("duplicate").inc()
         return _accepted(job, duplicate=True), False
 
-    async def _dedup_match(self, request_hash: str) -> JobRecord | None:
+    async def _dedup_match(self, request_hash: str, tenant: str) -> JobRecord | None:
+        """§3.8 within the tenant (§12.5): the same request in two tenants is two jobs."""
         return await self.store.find_dedup_match(
-            request_hash, self.clock.now() - DEDUP_WINDOW, tenant=SINGLE_TENANT
+            request_hash, self.clock.now() - DEDUP_WINDOW, tenant=tenant
         )
 
-    async def _resolve(self, job: ValidatedJob) -> dict[str, ConnectionRecord]:
-        """§3.6 step 14: every datasource resolves to exactly one internal or stored one."""
+    async def _resolve(self, job: ValidatedJob, tenant: str) -> dict[str, ConnectionRecord]:
+        """§3.6 step 14: every datasource resolves to exactly one internal datasource the
+        tenant sees or one of the tenant's stored connections (§12.5)."""
         names = sorted(job.mapped_fields)
+        internal = self.connections.internal_for(tenant)
         stored: dict[str, ConnectionRecord] = {}
         missing: list[str] = []
         for name in names:
-            record = await self.store.get_connection_by_name(name, tenant=SINGLE_TENANT)
-            if record is not None and name in self.internal:
+            record = await self.store.get_connection_by_name(name, tenant=tenant)
+            if record is not None and name in internal:
                 raise _missing(f"datasource '{name}' is ambiguous")
             if record is not None:
                 stored[name] = record
-            elif name not in self.internal:
+            elif name not in internal:
                 missing.append(name)
         if len(missing) == len(names):
             raise ApiError(
@@ -191,7 +201,11 @@ class JobService:
                 raise ApiError("FET-1040", f"Connection '{name}' is not available")
 
     def _record(
-        self, job: ValidatedJob, stored: Mapping[str, ConnectionRecord], request_id: str
+        self,
+        job: ValidatedJob,
+        stored: Mapping[str, ConnectionRecord],
+        request_id: str,
+        principal: Principal,
     ) -> JobRecord:
         now = self.clock.now()
         return JobRecord(
@@ -206,23 +220,24 @@ class JobService:
             request_id=request_id,
             created_at=now,
             updated_at=now,
+            tenant=principal.tenant,
+            created_by=principal.sub,
         )
 
     async def _publish(self, job: JobRecord, request_id: str) -> None:
         """§3.6 step 16: on failure the job is failed with its event, then 503 FET-0003."""
         body = work_message_body(job)
-        headers = signed_work_headers(
-            self.internal_key,
-            body,
-            routing_key=self.work_queue,
-            base={"jobId": job.id, "x-request-id": request_id, "x-retry-count": 0},
+        headers = work_message_headers(
+            self.internal_key, job, body, routing_key=self.work_queue, request_id=request_id
         )
         try:
             await self.publisher.publish_work(body, headers)
         except Exception:
             log.exception("work message publish failed", extra={"job_id": job.id})
             now = self.clock.now()
-            event = failed_event(self.events, job.id, job.metadata_json, PUBLISH_FAILED, now)
+            event = failed_event(
+                self.events, job.id, job.metadata_json, PUBLISH_FAILED, now, tenant=job.tenant
+            )
             await self.store.fail_job(
                 job.id,
                 from_statuses=("pending",),

@@ -5,6 +5,10 @@ continuously at 10 per 60 s) and one per Manager process (capacity 60, refilled 
 60 s). A request is admitted only when both hold a token, and then takes one from each;
 otherwise it is refused with ``429 FET-0006`` and ``Retry-After: <N>``, where N is the ceiling
 of the longer of the two waits, at least 1.
+
+§12.5: every bucket belongs to one tenant, the global one included: each tenant has its own
+"global" bucket, and a connection's bucket is keyed by tenant and ID, so one tenant can never
+drain another's budget. Single-tenant mode has the one tenant ``""``.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from fetcher.services.errors import ApiError
 
 __all__ = ["ConnectionTestLimiter", "TokenBucket", "rate_limited"]
+
+K = TypeVar("K")
 
 #: Forget full per-connection buckets once this many are held (a full bucket equals none).
 _PRUNE_THRESHOLD = 10_000
@@ -66,31 +73,42 @@ class ConnectionTestLimiter:
     global_capacity: int = 60
     period_seconds: float = 60.0
     clock: Callable[[], float] = time.monotonic
-    _buckets: dict[str, TokenBucket] = field(default_factory=dict, init=False, repr=False)
-    _global: TokenBucket | None = field(default=None, init=False, repr=False)
+    _buckets: dict[tuple[str, str], TokenBucket] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _global: dict[str, TokenBucket] = field(default_factory=dict, init=False, repr=False)
 
-    def admit(self, connection_id: str) -> None:
-        """Take one token from both buckets, or raise ``429 FET-0006`` taking none."""
+    def admit(self, connection_id: str, *, tenant: str = "") -> None:
+        """Take one token from both of ``tenant``'s buckets, or raise ``429 FET-0006`` taking
+        none."""
         now = self.clock()
-        if self._global is None:
-            self._global = TokenBucket.full(self.global_capacity, self.period_seconds, now)
-        bucket = self._buckets.get(connection_id)
-        if bucket is None:
-            self._prune(now)
-            bucket = TokenBucket.full(self.per_connection, self.period_seconds, now)
-            self._buckets[connection_id] = bucket
+        overall = self._bucket(self._global, tenant, self.global_capacity, now)
+        bucket = self._bucket(self._buckets, (tenant, connection_id), self.per_connection, now)
         bucket.refill(now)
-        self._global.refill(now)
-        wait = max(bucket.wait(), self._global.wait())
+        overall.refill(now)
+        wait = max(bucket.wait(), overall.wait())
         if wait > 0:
             raise rate_limited(wait)
         bucket.tokens -= 1
-        self._global.tokens -= 1
+        overall.tokens -= 1
 
-    def _prune(self, now: float) -> None:
-        if len(self._buckets) < _PRUNE_THRESHOLD:
-            return
-        for key, bucket in list(self._buckets.items()):
-            bucket.refill(now)
-            if bucket.is_full():
-                del self._buckets[key]
+    def _bucket(
+        self, buckets: dict[K, TokenBucket], key: K, capacity: int, now: float
+    ) -> TokenBucket:
+        bucket = buckets.get(key)
+        if bucket is None:
+            _prune(buckets, now)
+            bucket = TokenBucket.full(capacity, self.period_seconds, now)
+            buckets[key] = bucket
+        return bucket
+
+
+def _prune(buckets: dict[K, TokenBucket], now: float) -> None:
+    """Forget full buckets once there are many (a full bucket equals none), bounding memory
+    whatever the number of connections and tenants (§13 "Bounded memory")."""
+    if len(buckets) < _PRUNE_THRESHOLD:
+        return
+    for key, bucket in list(buckets.items()):
+        bucket.refill(now)
+        if bucket.is_full():
+            del buckets[key]

@@ -81,13 +81,16 @@ class ConnectionQuery:
     front of the stored ones. ``created_from`` is inclusive, ``created_before`` exclusive.
     ``metadata`` pairs are ANDed: a pair matches when the value is a string equal to it, or a
     number or boolean whose JSON text equals it. ``product`` scopes to one product;
+    ``products`` (a product-restricted token, §12.4) to any of these (none when empty);
     ``unassigned_only`` to connections with no product (§2.6.3). Deleted rows never match.
+    The tenant is not a filter here but a required argument of the read (§12.5).
     """
 
     offset: int = 0
     limit: int = 10
     sort: SortOrder = "desc"
     product: str | None = None
+    products: frozenset[str] | None = None
     unassigned_only: bool = False
     type: str | None = None
     created_from: datetime | None = None

@@ -89,6 +89,8 @@ class ConnectionResponse(_Strict):
     internal: bool
     createdAt: str | None = None
     updatedAt: str | None = None
+    #: §12.4: the token ``sub`` that created it; absent with ``AUTH_MODE=none``.
+    createdBy: str | None = None
 
 
 class ConnectionPage(_Strict):
@@ -154,6 +156,8 @@ class JobResponse(_Strict):
     requestHash: str
     createdAt: str
     completedAt: str | None = None
+    #: §12.4: the token ``sub`` that created it; absent with ``AUTH_MODE=none``.
+    createdBy: str | None = None
 
 
 # --- operational and feed (§2.10, §2.12) --------------------------------------------------

@@ -102,11 +102,11 @@ async def test_the_item_that_takes_the_sum_over_the_cap_is_the_last_one(
     store: CountingStore,
 ) -> None:
     await _add_events(store, *[MIB] * 7)
-    page = await EventFeed(store).read(limit=1000)
+    page = await EventFeed(store).read(limit=1000, tenant="", products=None)
     # 4 x 1 MiB is exactly the cap, not over it: the fifth item goes over and ends the page.
     assert [row.feed_seq for row in page.rows] == [1, 2, 3, 4, 5]
     assert page.next == "5"
-    rest = await EventFeed(store).read(after=int(page.next), limit=1000)
+    rest = await EventFeed(store).read(after=int(page.next), limit=1000, tenant="", products=None)
     assert [row.feed_seq for row in rest.rows] == [6, 7]
     assert rest.next == "7"
 
@@ -114,9 +114,9 @@ async def test_the_item_that_takes_the_sum_over_the_cap_is_the_last_one(
 async def test_an_item_larger_than_the_cap_is_a_page_of_its_own(store: CountingStore) -> None:
     await _add_events(store, 200, PAGE_BYTES + 10, 200)
     feed = EventFeed(store)
-    first = await feed.read()
+    first = await feed.read(tenant="", products=None)
     assert [row.feed_seq for row in first.rows] == [1, 2]
-    second = await feed.read(after=int(first.next))
+    second = await feed.read(after=int(first.next), tenant="", products=None)
     assert [row.feed_seq for row in second.rows] == [3]
 
 
@@ -125,18 +125,18 @@ async def test_small_items_fill_the_limit_and_no_row_is_skipped(store: CountingS
     feed = EventFeed(store)
     seen: list[int | None] = []
     after = 0
-    while page := (await feed.read(after=after, limit=20)).rows:
+    while page := (await feed.read(after=after, limit=20, tenant="", products=None)).rows:
         assert len(page) <= 20
         seen += [row.feed_seq for row in page]
         after = int(page[-1].feed_seq or 0)
     assert seen == list(range(1, 46))
-    assert (await feed.read(after=after)).next == str(after)
+    assert (await feed.read(after=after, tenant="", products=None)).next == str(after)
 
 
 async def test_a_read_holds_at_most_one_batch_of_rows(store: CountingStore) -> None:
     """``limit=1000`` over 1 MiB events reads a few rows at a time, never 1,000 at once."""
     await _add_events(store, *[MIB] * 12)
-    page = await EventFeed(store).read(limit=1000)
+    page = await EventFeed(store).read(limit=1000, tenant="", products=None)
     assert len(page.rows) == 5
     assert store.reads
     assert max(store.reads) <= BATCH_ROWS
@@ -145,14 +145,16 @@ async def test_a_read_holds_at_most_one_batch_of_rows(store: CountingStore) -> N
 
 async def test_the_type_filter_still_applies_across_batches(store: CountingStore) -> None:
     await _add_events(store, *[200] * (BATCH_ROWS * 3))
-    page = await EventFeed(store).read(limit=1000, event_type="failed")
+    page = await EventFeed(store).read(limit=1000, event_type="failed", tenant="", products=None)
     assert len(page.rows) == BATCH_ROWS * 3
-    assert (await EventFeed(store).read(limit=1000, event_type="completed")).rows == []
+    assert (
+        await EventFeed(store).read(limit=1000, event_type="completed", tenant="", products=None)
+    ).rows == []
 
 
 async def test_the_page_is_encoded_the_same_off_the_event_loop(store: CountingStore) -> None:
     await _add_events(store, 500, 700)
-    page = await EventFeed(store).read()
+    page = await EventFeed(store).read(tenant="", products=None)
     encoded = await render_page_async(page)
     assert encoded == render_page(page)
     assert [item["cursor"] for item in json.loads(encoded)["items"]] == ["1", "2"]

@@ -19,6 +19,7 @@ from fetcher.engine.types import Column, TableSchema, TypeFamily
 from fetcher.services.extraction import ExtractionService
 from fetcher.services.jobs import JobService
 from fetcher.services.outbox import OutboxRelay
+from fetcher.services.principal import ANONYMOUS
 from fetcher.services.reaper import StaleJobReaper
 from fetcher.services.records import ConnectionRecord
 from fetcher.services.testing import RecordingPublisher
@@ -81,7 +82,9 @@ class World:
             "dataRequest": {"mappedFields": mapped, **extra},
             "metadata": {"source": "payments"},
         }
-        response, created = await self.jobs.create(json.loads(json.dumps(body)), request_id="r-1")
+        response, created = await self.jobs.create(
+            json.loads(json.dumps(body)), request_id="r-1", principal=ANONYMOUS
+        )
         assert created
         return str(response["jobId"])
 

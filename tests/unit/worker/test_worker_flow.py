@@ -10,6 +10,7 @@ import pytest
 
 from fetcher.crypto import decrypt_object, hmac_hex, sign_message, verify_message
 from fetcher.services.errors import ApiError
+from fetcher.services.principal import ANONYMOUS
 from fetcher.services.reaper import NOT_PROCESSED
 from fetcher.services.timeutil import SystemClock
 from tests.unit.worker.conftest import EXCHANGE, QUEUE, FakeDelivery, World
@@ -224,7 +225,7 @@ async def test_publish_failure_at_creation_fails_the_job_with_its_event(world: W
     world.publisher.fail = True
     body = {"dataRequest": {"mappedFields": MAPPED}, "metadata": {"source": "payments"}}
     with pytest.raises(ApiError) as caught:
-        await world.jobs.create(body, request_id="r-2")
+        await world.jobs.create(body, request_id="r-2", principal=ANONYMOUS)
     assert caught.value.code == "FET-0003"
     world.publisher.fail = False
     await world.relay.drain_all()

@@ -332,6 +332,11 @@ def list_where(
     if query.product is not None:
         clauses.append(f"product_name = {p('product')}")
         params["product"] = query.product
+    if query.products is not None:
+        wanted = sorted(query.products)
+        marks = ", ".join(p(f"pr{i}") for i in range(len(wanted)))
+        clauses.append(f"product_name IN ({marks})" if wanted else dialect.never)
+        params.update({f"pr{i}": product for i, product in enumerate(wanted)})
     if query.type is not None:
         # Stored types are ASCII; a non-ASCII filter matches nothing on every backend.
         clauses.append(f"lower(type) = {p('type')}" if query.type.isascii() else dialect.never)

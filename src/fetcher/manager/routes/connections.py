@@ -1,4 +1,10 @@
-"""Connection routes (contract §2.6). Each route parses, calls the service, maps the result."""
+"""Connection routes (contract §2.6). Each route parses, calls the service, maps the result.
+
+The route's Principal (§12.3 guard) goes to the service, which scopes everything to its tenant
+and products (§12.4, §12.5). The §12.4 checks that precede parsing run here, in their place:
+create's product right after the §2.4 header checks (before the body), and the
+unrestricted-only rule of list unassigned and assign right after the scope check.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ from fetcher.manager.schemas import (
     error_responses,
     json_request_body,
 )
+from fetcher.services.access import require_product, require_unrestricted
 from fetcher.services.connections import connection_response
 
 __all__ = ["router"]
@@ -60,9 +67,10 @@ async def create_connection(
     request: Request, runtime: RuntimeDep, principal: ConnectionsWrite
 ) -> Response:
     """§2.6.1: header, body, then the service's field checks, SSRF and uniqueness."""
-    product = product_header(request, required=True)
+    product = product_header(request, required=True) or ""
+    require_product(principal, product)  # §12.4: after the §2.4 checks, before the body
     body = await read_json_object(request)
-    record = await runtime.connections.create(body, product or "")
+    record = await runtime.connections.create(body, product, principal=principal)
     return json_response(connection_response(record), 201)
 
 
@@ -78,10 +86,13 @@ async def list_connections(
 ) -> Response:
     """§2.6.2: internal datasources first when ``X-Product-Name`` is absent."""
     product = product_header(request, required=False)
+    if product is not None:
+        require_product(principal, product)  # §12.4
     query = parse_list_request(
         request.query_params, max_limit=runtime.settings.max_pagination_limit
     )
-    return json_response(await runtime.connections.list_page(query, product=product))
+    page = await runtime.connections.list_page(query, product=product, principal=principal)
+    return json_response(page)
 
 
 @router.get(
@@ -95,10 +106,13 @@ async def list_unassigned(
     request: Request, runtime: RuntimeDep, principal: ConnectionsRead
 ) -> Response:
     """§2.6.3: stored connections with no product; the header is ignored."""
+    require_unrestricted(principal)  # §12.4: right after the scope check
     query = parse_list_request(
         request.query_params, max_limit=runtime.settings.max_pagination_limit
     )
-    page = await runtime.connections.list_page(query, product=None, unassigned=True)
+    page = await runtime.connections.list_page(
+        query, product=None, principal=principal, unassigned=True
+    )
     return json_response(page)
 
 
@@ -116,7 +130,7 @@ async def validate_schema(
 ) -> Response:
     """§2.6.9: 200, or 422 FET-1060 with the sorted ``errors``."""
     body = await read_json_object(request)
-    return json_response(await runtime.connections.validate_schema(body))
+    return json_response(await runtime.connections.validate_schema(body, principal=principal))
 
 
 @router.get(
@@ -130,7 +144,7 @@ async def get_connection(
 ) -> Response:
     """§2.6.4: an internal datasource or a non-deleted stored connection."""
     connection_id = parse_connection_id(request.path_params["id"], static_first=True)
-    return json_response(await runtime.connections.describe(connection_id))
+    return json_response(await runtime.connections.describe(connection_id, principal))
 
 
 @router.patch(
@@ -148,7 +162,7 @@ async def update_connection(
     """§2.6.5: path ID, body, then the service's checks in order."""
     connection_id = parse_connection_id(request.path_params["id"], static_first=True)
     body = await read_json_object(request)
-    return json_response(await runtime.connections.update(connection_id, body))
+    return json_response(await runtime.connections.update(connection_id, body, principal=principal))
 
 
 @router.delete(
@@ -163,7 +177,7 @@ async def delete_connection(
 ) -> Response:
     """§2.6.6: 204 with an empty body."""
     connection_id = parse_connection_id(request.path_params["id"], static_first=True)
-    await runtime.connections.delete(connection_id)
+    await runtime.connections.delete(connection_id, principal=principal)
     return Response(status_code=204)
 
 
@@ -178,7 +192,7 @@ async def test_connection(
 ) -> Response:
     """§2.6.7: rate-limited live test; any body is ignored."""
     connection_id = parse_connection_id(request.path_params["id"])
-    return json_response(await runtime.connections.test(connection_id))
+    return json_response(await runtime.connections.test(connection_id, principal=principal))
 
 
 @router.get(
@@ -193,7 +207,9 @@ async def connection_schema(
     """§2.6.8: fresh discovery."""
     connection_id = parse_connection_id(request.path_params["id"])
     schemas = request.query_params.get("schemas")
-    return json_response(await runtime.connections.schema(connection_id, schemas))
+    return json_response(
+        await runtime.connections.schema(connection_id, schemas, principal=principal)
+    )
 
 
 @router.post(
@@ -209,6 +225,8 @@ async def assign_connection(
     request: Request, runtime: RuntimeDep, principal: ConnectionsWrite
 ) -> Response:
     """§2.6.10: header, path ID, then existence, internal and the atomic assignment."""
+    require_unrestricted(principal)  # §12.4: right after the scope check
     product = product_header(request, required=True)
     connection_id = parse_connection_id(request.path_params["id"])
-    return json_response(await runtime.connections.assign(connection_id, product or ""))
+    assigned = await runtime.connections.assign(connection_id, product or "", principal=principal)
+    return json_response(assigned)

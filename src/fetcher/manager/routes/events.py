@@ -24,9 +24,15 @@ router = APIRouter(prefix="/v1/events", tags=["events"])
 )
 async def read_events(request: Request, runtime: RuntimeDep, principal: EventsRead) -> Response:
     """§2.12: ``data`` is the stored event body, verbatim; a page is capped at ~4 MiB of
-    ``data`` and encoded off the event loop (§13 "Blocking work")."""
+    ``data`` and encoded off the event loop (§13 "Blocking work"). Only the tenant's events
+    (§12.5) and, for a product-restricted token, its products' (§12.4)."""
     query = parse_feed_query(request.query_params)
     page = await runtime.feed.read(
-        after=query.after, limit=query.limit, event_type=query.event_type, wait=query.wait
+        after=query.after,
+        limit=query.limit,
+        event_type=query.event_type,
+        wait=query.wait,
+        tenant=principal.tenant,
+        products=principal.products,
     )
     return Response(await render_page_async(page), media_type="application/json")

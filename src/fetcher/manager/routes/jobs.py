@@ -32,7 +32,9 @@ _LOCATION = {"Location": {"description": "/v1/fetcher/<jobId>", "schema": {"type
 async def create_job(request: Request, runtime: RuntimeDep, principal: JobsWrite) -> Response:
     """§3.6: steps 1, 1a and 2 here, 3–16 in the service."""
     body = await read_json_object(request)
-    result, created = await runtime.jobs.create(body, request_id=request_id(request))
+    result, created = await runtime.jobs.create(
+        body, request_id=request_id(request), principal=principal
+    )
     return json_response(
         result,
         202 if created else 200,
@@ -47,6 +49,7 @@ async def create_job(request: Request, runtime: RuntimeDep, principal: JobsWrite
     openapi_extra={"parameters": [JOB_ID]},
 )
 async def get_job(request: Request, runtime: RuntimeDep, principal: JobsRead) -> Response:
-    """§2.8: 400 FET-0404 for a non-UUID, 404 FET-1001 when unknown."""
+    """§2.8: 400 FET-0404 for a non-UUID, 404 FET-1001 when unknown, another tenant's
+    (§12.5) or, for a product-restricted token, another product's (§12.4)."""
     job_id = parse_job_id(request.path_params["id"])
-    return json_response(await runtime.jobs.get(job_id))
+    return json_response(await runtime.jobs.get(job_id, principal=principal))
