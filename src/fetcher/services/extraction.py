@@ -35,6 +35,7 @@ from fetcher.engine.planner import Plan
 from fetcher.services.connections import descriptor_from_record
 from fetcher.services.credentials import CredentialCipher, CredentialError
 from fetcher.services.events import CompletedResult, EventContext, completed_event, failed_event
+from fetcher.services.internal_datasources import visible_internal
 from fetcher.services.log_context import bind_log_context, id_list, log_context
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import MetadataStore
@@ -116,6 +117,9 @@ class ExtractionService:
     key_prefix: str = ""
     storage_timeout: float = 120.0
     internal: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
+    #: §12.5 ``DATASOURCE_<NAME>_TENANTS`` by configName: which tenants' jobs may use which
+    #: internal datasource (the tenant ``""`` uses every one).
+    internal_tenants: Mapping[str, frozenset[str]] = field(default_factory=dict)
     redactor: Redactor = field(default_factory=Redactor)
     clock: SystemClock = field(default_factory=SystemClock)
     on_commit: Callable[[], None] = field(default=lambda: None)
@@ -179,12 +183,13 @@ class ExtractionService:
         mapped = json.loads(job.mapped_fields_json)
         source = str(json.loads(job.metadata_json).get("source", "")).strip().lower()
         resolved: dict[str, ConnectionDescriptor] = {}
+        internal = visible_internal(self.internal, self.internal_tenants, job.tenant)
         for name in sorted(mapped):
             connection_id = job.connection_ids.get(name)
-            if name in self.internal and connection_id is not None:
+            if name in internal and connection_id is not None:
                 raise EngineError(ErrorCategory.CONFLICT, f"datasource '{name}' is ambiguous")
-            if name in self.internal:
-                resolved[name] = self.internal[name]
+            if name in internal:
+                resolved[name] = internal[name]
                 continue
             record = (  # §12.5: only a connection of the job's own tenant
                 await self.store.get_connection(connection_id, tenant=job.tenant)

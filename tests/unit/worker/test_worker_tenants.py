@@ -17,6 +17,8 @@ import pytest
 from fetcher.consumer import ConsumerKeys, TenantMismatchError, verify_event
 from fetcher.consumer.errors import BadSignatureError
 from fetcher.crypto import DecryptionError, decrypt_object, hmac_hex, sign_message
+from fetcher.engine import ConnectionDescriptor
+from fetcher.engine.types import EngineType
 from fetcher.services.ports import StoreUnavailableError
 from fetcher.services.records import ConnectionRecord, JobRecord
 from fetcher.services.timeutil import SystemClock, new_id
@@ -49,18 +51,18 @@ async def tenant_connection(world: World, tenant: str) -> ConnectionRecord:
     return record
 
 
-async def tenant_job(world: World, tenant: str, connection: ConnectionRecord) -> JobRecord:
+async def tenant_job(world: World, tenant: str, connection: ConnectionRecord | None) -> JobRecord:
     """A pending job of ``tenant`` stored as the Manager stores it (§4.7)."""
     now = SystemClock().now()
     job = JobRecord(
         id=new_id(),
         status="pending",
-        request_hash="hash-" + tenant,
+        request_hash=new_id(),  # distinct: the active-hash guard is per tenant (§3.8)
         mapped_fields_json=json.dumps(MAPPED, separators=(",", ":")),
         metadata_json='{"source":"payments"}',
         created_at=now,
         updated_at=now,
-        connection_ids={"pg": connection.id},
+        connection_ids={"pg": connection.id} if connection else {},
         request_id="r-tenant",
         tenant=tenant,
     )
@@ -331,3 +333,40 @@ async def test_a_retried_message_keeps_its_tenant_and_is_re_signed_for_it(
     done = await world.store.get_job(job.id, tenant="acme")
     assert done is not None
     assert done.status == "completed"
+
+
+async def test_internal_datasources_are_used_only_by_the_tenants_they_name(
+    multi: World,
+) -> None:
+    """§12.5 ``DATASOURCE_<NAME>_TENANTS`` on the Worker: an internal ``pg`` named for acme
+    serves acme's job; globex's own stored ``pg`` is not "ambiguous" with it, and a globex job
+    that expects an internal ``pg`` finds none."""
+    world = multi
+    world.extraction.internal = {
+        "pg": ConnectionDescriptor(
+            config_name="pg",
+            type=EngineType.POSTGRESQL,
+            host="10.0.0.1",
+            port=5432,
+            database="ops",
+            username="ro",
+            password="pw",
+            internal=True,
+        )
+    }
+    world.extraction.internal_tenants = {"pg": frozenset({"acme"})}
+    acme = await tenant_job(world, "acme", None)
+    globex_stored = await tenant_job(world, "globex", await tenant_connection(world, "globex"))
+    globex_internal = await tenant_job(world, "globex", None)
+    for job in (acme, globex_stored, globex_internal):
+        await world.handler.handle(delivery_for(world, job))
+    outcomes = []
+    for job in (acme, globex_stored, globex_internal):
+        done = await world.store.get_job(job.id, tenant=job.tenant)
+        assert done is not None
+        outcomes.append((done.status, done.error))
+    assert outcomes == [
+        ("completed", None),
+        ("completed", None),
+        ("failed", "datasource 'pg' is not configured"),
+    ]
