@@ -11,6 +11,7 @@ import pytest
 from fetcher.adapters.store.postgres import PostgresMetadataStore
 from fetcher.services.ports import MetadataStore, StoreUnavailableError
 from tests.unit.store.store_contract import MS, T0, StoreContract, complete, processing_job
+from tests.unit.store.tenant_contract import TenantContract
 
 pytestmark = pytest.mark.integration
 
@@ -26,8 +27,8 @@ async def store(metadata_dsn: str) -> AsyncIterator[PostgresMetadataStore]:
         yield opened
 
 
-class TestPostgresStore(StoreContract):
-    """Every contract case, on PostgreSQL."""
+class TestPostgresStore(StoreContract, TenantContract):
+    """Every contract case (tenant isolation included), on PostgreSQL."""
 
 
 def test_postgres_store_satisfies_the_port() -> None:

@@ -11,6 +11,7 @@ from fetcher.adapters.store._common import ts_text
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
 from fetcher.services.ports import MetadataStore, StoreUnavailableError
 from tests.unit.store.store_contract import T0, StoreContract, connection
+from tests.unit.store.tenant_contract import TenantContract
 
 
 @pytest.fixture
@@ -20,8 +21,8 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteMetadataStore]:
         yield opened
 
 
-class TestSqliteStore(StoreContract):
-    """Every contract case, on SQLite."""
+class TestSqliteStore(StoreContract, TenantContract):
+    """Every contract case (tenant isolation included), on SQLite."""
 
 
 def test_sqlite_store_satisfies_the_port(tmp_path: Path) -> None:

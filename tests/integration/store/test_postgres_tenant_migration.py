@@ -1,0 +1,105 @@
+"""Migration 0002 upgrades a PostgreSQL metadata store built by the previous schema (§12.5).
+
+A brand-new database gets migration 0001 alone and rows as the previous release wrote them;
+``migrate()`` must keep every row, give it the tenant ``""`` and its product (the normalized
+source, §3.7, by the Python rule, not SQL ``lower``/``trim``), so that it stays visible in
+single-tenant mode and invisible under any tenant (§12.5 "Switching modes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import psycopg
+import pytest
+
+from fetcher.adapters.store._common import load_migrations
+from fetcher.adapters.store.postgres import PostgresMetadataStore
+from fetcher.services.records import ConnectionQuery
+from tests.conftest import _fresh_database
+from tests.unit.store.store_contract import connection
+
+pytestmark = pytest.mark.integration
+
+CONNECTION_ID = "0190a1b2-0000-7000-8000-00000000c001"
+JOB_ID = "0190a1b2-0000-7000-8000-00000000j001"
+KELVIN_JOB_ID = "0190a1b2-0000-7000-8000-00000000j002"
+STAMP = "2026-01-02T03:04:05.678Z"
+
+
+@pytest.fixture
+def old_dsn() -> Iterator[str]:
+    """A database as the previous release left it: schema 0001 and rows of each kind."""
+    for dsn in _fresh_database("upgrade"):
+        [first] = [m for m in load_migrations("postgres") if m.version == 1]
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(first.sql.encode("utf-8"))
+            conn.execute(
+                "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,"
+                " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            conn.execute("INSERT INTO schema_migrations VALUES (1, %s)", (first.name,))
+            conn.execute(
+                "INSERT INTO connections (id, product_name, config_name, type, host, port,"
+                " database_name, user_name, encryption_key_version, created_at, updated_at)"
+                " VALUES (%s, 'payments', 'pg_main', 'POSTGRESQL', 'db.example.com', 5432,"
+                " 'ledger', 'reader', '1', %s, %s)",
+                (CONNECTION_ID, STAMP, STAMP),
+            )
+            for job_id, source in ((JOB_ID, "  Payments "), (KELVIN_JOB_ID, "\u212arm")):
+                conn.execute(
+                    "INSERT INTO jobs (id, status, request_hash, dedup_active,"
+                    " mapped_fields_json, metadata_json, created_at, completed_at, updated_at)"
+                    " VALUES (%s, 'completed', 'h1', false, '{\"pg_main\":{\"t\":[\"id\"]}}',"
+                    " %s, %s, %s, %s)",
+                    (job_id, f'{{"source":"{source}"}}', STAMP, STAMP, STAMP),
+                )
+                conn.execute(
+                    "INSERT INTO outbox (ce_id, job_id, event_type, routing_key, body,"
+                    " headers_json, created_at) VALUES (%s, %s, 'completed', 'job.completed',"
+                    " '\\x7b7d', '{}', %s)",
+                    (f"fetcher.job.completed.{job_id}", job_id, STAMP),
+                )
+        yield dsn
+
+
+async def test_an_old_database_is_upgraded_and_its_rows_belong_to_the_single_tenant(
+    old_dsn: str,
+) -> None:
+    async with PostgresMetadataStore(old_dsn, max_size=2) as store:
+        await store.migrate()
+        await store.assign_feed_seq()
+        record = await store.get_connection(CONNECTION_ID, tenant="")
+        assert record is not None
+        assert (record.config_name, record.tenant, record.created_by) == ("pg_main", "", None)
+        job = await store.get_job(JOB_ID, tenant="")
+        assert job is not None
+        assert (job.tenant, job.created_by, job.status) == ("", None, "completed")
+        feed = await store.read_feed(after=0, limit=10, tenant="", products=None)
+        assert [(r.job_id, r.tenant) for r in feed] == [(JOB_ID, ""), (KELVIN_JOB_ID, "")]
+        payments = await store.read_feed(after=0, limit=10, tenant="", products={"payments"})
+        assert [r.job_id for r in payments] == [JOB_ID]
+        kelvin = await store.read_feed(after=0, limit=10, tenant="", products={"krm"})
+        assert [r.job_id for r in kelvin] == [KELVIN_JOB_ID]
+
+
+async def test_old_rows_are_invisible_under_a_tenant_and_visible_again_without(
+    old_dsn: str,
+) -> None:
+    async with PostgresMetadataStore(old_dsn, max_size=2) as store:
+        await store.migrate()
+        await store.assign_feed_seq()
+        assert await store.get_connection(CONNECTION_ID, tenant="acme") is None
+        assert await store.get_connection_by_name("pg_main", tenant="acme") is None
+        assert await store.list_connections(ConnectionQuery(), tenant="acme") == ([], 0)
+        assert await store.get_job(JOB_ID, tenant="acme") is None
+        assert await store.read_feed(after=0, limit=10, tenant="acme", products=None) == []
+        await store.insert_connection(replace(connection("pg_main"), tenant="acme"))
+    async with PostgresMetadataStore(old_dsn, max_size=2) as store:
+        await store.migrate()
+        assert await store.get_connection(CONNECTION_ID, tenant="") is not None
+        assert (await store.list_connections(ConnectionQuery(), tenant=""))[1] == 1
+        async with await psycopg.AsyncConnection.connect(old_dsn) as conn:
+            cur = await conn.execute("SELECT version FROM schema_migrations ORDER BY version")
+            assert [row[0] for row in await cur.fetchall()] == [1, 2]
