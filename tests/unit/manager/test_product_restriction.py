@@ -326,7 +326,8 @@ async def test_get_job_of_another_product_is_missing(w: World) -> None:
 CTX = EventContext(source="//lerian.fetcher/test", exchange="fetcher.job.events")
 
 
-async def failed_job(w: World, n: int, source: str) -> str:
+async def failed_job(w: World, n: int, source: str, tenant: str = "") -> str:
+    """A failed job of ``tenant`` with its outbox event, numbered in the feed."""
     job_id = f"0190a1b2-0000-7000-8000-{n:012d}"
     metadata = f'{{"source":"{source}"}}'
     await w.store.insert_job(
@@ -338,9 +339,10 @@ async def failed_job(w: World, n: int, source: str) -> str:
             metadata_json=metadata,
             created_at=NOW,
             updated_at=NOW,
+            tenant=tenant,
         )
     )
-    event = failed_event(CTX, job_id, metadata, "boom", NOW)
+    event = failed_event(CTX, job_id, metadata, "boom", NOW, tenant=tenant)
     assert await w.store.fail_job(
         job_id, from_statuses=("pending",), error="boom", completed_at=NOW, event=event
     )
