@@ -176,6 +176,7 @@ def assemble_runtime(
             shared=(cipher, events, metrics, max_limits),
         )
         worker.extraction.internal = internal
+        worker.extraction.internal_tenants = settings.internal_tenants
         worker.extraction.internal_tenants = settings.internal_tenants  # §12.5 (Worker side)
     runtime = Runtime(
         settings=settings,

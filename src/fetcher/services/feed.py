@@ -158,11 +158,13 @@ def _page(rows: Sequence[OutboxRow], after: int | None) -> FeedPage:
 
 
 def _item(row: OutboxRow) -> bytes:
-    """One item, with the stored body spliced in as ``data``."""
+    """One item, with the stored body spliced in as ``data``. ``headers`` are the eleven §8.4
+    CloudEvents headers only: a tenant's stored event also keeps ``X-Tenant-ID`` for the
+    relay's publish (§12.5), which is not a CloudEvents header and stays out of the feed."""
     head: dict[str, object] = {
         "cursor": str(row.feed_seq),
         "routingKey": row.routing_key,
-        "headers": dict(row.headers),
+        "headers": {k: v for k, v in row.headers.items() if k.startswith("ce-")},
     }
     tail: dict[str, object] = {"createdAt": format_ms(row.created_at)}
     if row.sent_at is not None:

@@ -133,7 +133,9 @@ async def test_the_feed_holds_only_the_tenants_events(w: World) -> None:
     assert await read("acme-pay") == [ids[0], ids[4]]
     page = (await w.client.get(E, headers=w.auth("acme"))).json()
     assert [item["cursor"] for item in page["items"]] == ["1", "3", "5"]
-    assert page["items"][0]["headers"]["ce-tenantid"] == "acme"
+    headers = page["items"][0]["headers"]
+    assert headers["ce-tenantid"] == "acme"
+    assert len(headers) == 11  # §2.12: the eleven CloudEvents headers, no X-Tenant-ID
 
 
 async def test_internal_datasources_are_visible_only_to_named_tenants(w: World) -> None:
