@@ -7,6 +7,8 @@ measured in the same run, because these machines are noisy.
 * writer: the streaming §5.4 writer against ``json.dumps(indent=2, sort_keys=True)`` of the
   same rows held in memory.
 * redaction: §8.7 redaction of 64 KiB hostile texts, each against its 50 ms bound (§13).
+* auth_cost: ``GET /v1/fetcher/{id}`` p50/p99 with and without ``AUTH_MODE=jwt`` (RS256 via a
+  loopback JWKS) on real Managers (``bench/auth_cost.py``; goal ≤ 1 ms added at p50).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import extraction, redaction, writer
+from bench import auth_cost, extraction, redaction, writer
 
 
 def main() -> int:
     writer.main()
     extraction.main()
-    return redaction.main()
+    auth = auth_cost.main()
+    return redaction.main() or auth
 
 
 if __name__ == "__main__":

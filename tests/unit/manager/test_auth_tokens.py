@@ -8,6 +8,7 @@ route (404 FET-1001), a refused one never does (401).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -23,6 +24,9 @@ import httpx
 import jwt
 import pytest
 
+from fetcher.adapters.auth.cache import MAX_ENTRIES, VerifiedTokens
+from fetcher.adapters.auth.keys import KeyRing
+from fetcher.services.principal import Principal
 from tests.fakes.jwks_harness import SECRET, auth_app, jwks_env, secret_env
 from tests.fakes.jwks_server import (
     JwksServer,
@@ -263,3 +267,39 @@ async def test_503_until_the_jwks_is_loaded_then_recovery(tmp_path: Path) -> Non
             assert_passed(await app.get(PROBE, token))
             ready = await app.client.get("/readyz")
             assert ready.json()["checks"]["auth_keys"]["status"] == "up", ready.text
+
+
+async def test_a_remembered_token_still_expires(server: JwksServer, tmp_path: Path) -> None:
+    """Accepted tokens are remembered (no second verification) only until their ``exp``."""
+    key = KEYS["ed"]
+    token = key.sign(claims(exp=int(time.time()) + 2))
+    async with auth_app(tmp_path, jwks_env(server.url, AUTH_LEEWAY_SECONDS="0")) as app:
+        assert_passed(await app.get(PROBE, token))
+        assert_passed(await app.get(PROBE, token))  # from memory
+        assert len(app.authenticator._verified) == 1
+        await asyncio.sleep(2.2)
+        assert_401(await app.get(PROBE, token))
+
+
+def test_verified_memory_rules() -> None:
+    now = [1000.0]
+    memory = VerifiedTokens(clock=lambda: now[0])
+    ring, other = KeyRing.secret(b"k" * 32), KeyRing.secret(b"k" * 32)
+    alice = Principal(sub="alice")
+    digest = memory.digest("token-a")
+    assert memory.get(digest, ring) is None
+    memory.put(digest, ring, alice, exp=1010.0)
+    assert memory.get(digest, ring) is alice
+    now[0] = 1010.0  # at exp: forgotten
+    assert memory.get(digest, ring) is None
+    memory.put(digest, ring, alice, exp=10_000.0)
+    now[0] = 1010.0 + 300.0  # at most MAX_AGE_SECONDS, whatever exp says
+    assert memory.get(digest, ring) is None
+    memory.put(digest, ring, alice, exp=10_000.0)
+    assert memory.get(digest, other) is None  # a new key set: everything is forgotten
+    assert memory.get(digest, ring) is None
+    for i in range(MAX_ENTRIES + 5):
+        memory.put(memory.digest(str(i)), ring, alice, exp=10_000.0)
+    assert len(memory) == MAX_ENTRIES
+    assert memory.get(memory.digest("0"), ring) is None  # the oldest went first
+    assert memory.get(memory.digest(str(MAX_ENTRIES + 4)), ring) is alice

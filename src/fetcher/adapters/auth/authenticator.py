@@ -12,7 +12,8 @@ caller's :class:`Principal`, or raises the §2.2 error the guard answers with:
   yet (a request without one still gets 401).
 
 A token naming an unknown ``kid`` asks the key source to refetch (rate-limited there) and is
-checked once more against the new set.
+checked once more against the new set. Accepted tokens are remembered until their ``exp``
+(:mod:`fetcher.adapters.auth.cache`), so a repeated token is not verified again.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import logging
 from collections.abc import Set
 from typing import Protocol
 
+from fetcher.adapters.auth.cache import VerifiedTokens
 from fetcher.adapters.auth.claims import InvalidToken, principal_from_claims
 from fetcher.adapters.auth.keys import JWKS_ALGORITHMS, SECRET_ALGORITHM, KeyRing
 from fetcher.adapters.auth.verifier import TokenVerifier, UnknownKey
@@ -95,6 +97,7 @@ class BearerAuthenticator:
         self.keys = keys
         self._multi_tenant = multi_tenant
         self._tenant_claim = tenant_claim
+        self._verified = VerifiedTokens()
 
     async def authenticate(self, request: _Request) -> Principal:
         token = bearer_credential(request.headers.get("authorization"))
@@ -113,15 +116,22 @@ class BearerAuthenticator:
             self.keys.start()
             log.warning("authentication unavailable: no JWKS key set loaded yet")
             raise ApiError("FET-0003", _UNAVAILABLE, headers={"Retry-After": "1"})
+        digest = self._verified.digest(token)
+        known = self._verified.get(digest, ring)
+        if known is not None:
+            return known
         try:
             claims = self.verifier.verify(token, ring)
         except UnknownKey:
             if not await self.keys.refetch_unknown() or self.keys.ring is None:
                 raise
-            claims = self.verifier.verify(token, self.keys.ring)
-        return principal_from_claims(
+            ring = self.keys.ring
+            claims = self.verifier.verify(token, ring)
+        principal = principal_from_claims(
             claims, multi_tenant=self._multi_tenant, tenant_claim=self._tenant_claim
         )
+        self._verified.put(digest, ring, principal, float(claims["exp"]))
+        return principal
 
     def start(self) -> None:
         """Begin loading keys (the JWKS loads in the background; needs a running loop)."""
