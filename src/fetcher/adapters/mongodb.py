@@ -593,10 +593,20 @@ class MongoConnector(NetworkConnector):
 
 
 def _rows(documents: list[Document], names: tuple[str, ...] | None) -> Sequence[Row]:
-    """Named fields → a :class:`RowBatch` with exactly those keys (missing → null); ``*`` →
-    each document's own keys (§3.2)."""
+    """Named fields → a batch with exactly those keys (missing → null); ``*`` → each
+    document's own keys (§3.2), as a batch too when every document has the same keys in the
+    same order (a uniform collection), else as ``dict`` rows.
+
+    A batch is written by the engine's column encoder, which costs less than ``dict`` rows
+    (speed, issue 12: 100 k uniform documents through ``*``, 0.76 → 0.50–0.60 s CPU). The
+    orjson batch (``FastRowBatch``) was measured too and gained nothing over it here: BSON
+    values are converted one by one in Python anyway, and embedded documents may hold floats,
+    which it refuses."""
     if names is None:
-        return [{key: encode_bson(value) for key, value in doc.items()} for doc in documents]
+        keys = tuple(documents[0]) if documents else ()
+        if not keys or any(tuple(doc) != keys for doc in documents):
+            return [{key: encode_bson(value) for key, value in doc.items()} for doc in documents]
+        names = keys
     columns = [[encode_bson(doc.get(name)) for doc in documents] for name in names]
     return RowBatch(names, columns)
 
