@@ -177,7 +177,6 @@ def assemble_runtime(
         )
         worker.extraction.internal = internal
         worker.extraction.internal_tenants = settings.internal_tenants
-        worker.extraction.internal_tenants = settings.internal_tenants  # §12.5 (Worker side)
     runtime = Runtime(
         settings=settings,
         store=store,
