@@ -35,7 +35,6 @@ __all__ = [
     "JobResponse",
     "ReadyzBody",
     "SchemaResponse",
-    "TenantReadyzBody",
     "TestResult",
     "ValidateSchemaSuccess",
     "VersionBody",
@@ -43,12 +42,6 @@ __all__ = [
     "json_request_body",
     "parameter",
 ]
-
-
-class TenantReadyzBody(ReadyzBody):
-    """§2.10 ``/readyz/tenant/{id}`` in multi-tenant mode: the ``/readyz`` body plus the ID."""
-
-    tenant: str
 
 
 _ERROR_TEXT = {

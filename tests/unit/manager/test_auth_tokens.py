@@ -115,22 +115,30 @@ async def test_audience_array_and_leeway(server: JwksServer, tmp_path: Path) -> 
 
 
 def _rejected() -> dict[str, Callable[[], str]]:
-    key, now = KEYS["rsa"], int(time.time())
-    valid = key.sign(claims())
-    head, _payload, signature = valid.split(".")
-    tampered_body = {**claims(), "scope": "fetcher:admin extra", "sub": "mallory"}
+    key = KEYS["rsa"]
+
+    def now() -> int:  # when the token is made, not when the module is imported
+        return int(time.time())
+
     pem = key.public_pem()
+
+    def tampered() -> str:
+        """A valid token whose payload is replaced: still unexpired, so only the signature
+        can refuse it."""
+        head, _payload, signature = key.sign(claims()).split(".")
+        body = {**claims(), "scope": "fetcher:admin extra", "sub": "mallory"}
+        return ".".join([head, _b64(json.dumps(body).encode()), signature])
 
     def hs256_with_public_pem() -> str:
         header = {"alg": "HS256", "kid": key.kid, "typ": "JWT"}
         return forge(header, claims(), lambda m: hmac.new(pem, m, hashlib.sha256).digest())
 
     return {
-        "expired": lambda: key.sign(claims(exp=now - 100)),
-        "not yet valid (nbf)": lambda: key.sign(claims(nbf=now + 100)),
-        "issued in the future (iat)": lambda: key.sign(claims(iat=now + 100)),
+        "expired": lambda: key.sign(claims(exp=now() - 100)),
+        "not yet valid (nbf)": lambda: key.sign(claims(nbf=now() + 100)),
+        "issued in the future (iat)": lambda: key.sign(claims(iat=now() + 100)),
         "no exp": lambda: key.sign(claims(exp=None)),
-        "exp as a string": lambda: key.sign(claims(exp=str(now + 300))),
+        "exp as a string": lambda: key.sign(claims(exp=str(now() + 300))),
         "wrong iss": lambda: key.sign(claims(issuer="https://evil.test")),
         "no iss": lambda: key.sign({k: v for k, v in claims().items() if k != "iss"}),
         "wrong aud": lambda: key.sign(claims(audience="someone-else")),
@@ -148,10 +156,8 @@ def _rejected() -> dict[str, Callable[[], str]]:
         "signed by another key under a known kid": lambda: SigningKey(
             key.kid, "RS256", rsa().private
         ).sign(claims()),
-        "tampered payload": lambda: ".".join(
-            [head, _b64(json.dumps(tampered_body).encode()), signature]
-        ),
-        "truncated signature": lambda: valid[:-4],
+        "tampered payload": tampered,
+        "truncated signature": lambda: key.sign(claims())[:-4],
         "over 8 KiB": lambda: key.sign(claims(padding="x" * 8200)),
         "not a JWT": lambda: "not-a-token",
         "empty sub": lambda: key.sign(claims(sub="")),
