@@ -21,6 +21,7 @@ from fetcher.services.connection_validation import validate_product_header
 from fetcher.services.connections import ListRequest
 from fetcher.services.errors import ApiError
 from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
+from fetcher.services.log_context import bind_log_context
 from fetcher.services.records import EventType
 from fetcher.services.shapes import (
     FEED_CURSOR_PATTERN,
@@ -83,12 +84,16 @@ def parse_connection_id(raw: str, *, static_first: bool = False) -> str:
     """
     if static_first and raw in STATIC_CONNECTION_PATHS:
         raise StarletteHTTPException(status_code=405)
-    return _parse_id(raw, "invalid connection id")
+    connection_id = _parse_id(raw, "invalid connection id")
+    bind_log_context(connection_id=connection_id)  # every later line of the request names it
+    return connection_id
 
 
 def parse_job_id(raw: str) -> str:
     """A canonical UUID in any case → lower-case, else ``400 FET-0404 invalid job id``."""
-    return _parse_id(raw, "invalid job id")
+    job_id = _parse_id(raw, "invalid job id")
+    bind_log_context(job_id=job_id)  # every later line of the request names it
+    return job_id
 
 
 # --- query parameters ---------------------------------------------------------------------
@@ -225,8 +230,12 @@ def parse_feed_query(params: QueryParams) -> FeedQuery:
 
 
 def product_header(request: Request, *, required: bool) -> str | None:
-    """§2.4 ``X-Product-Name``, trimmed and lower-cased; FET-0403 on a violation."""
-    return validate_product_header(request.headers.get("x-product-name"), required=required)
+    """§2.4 ``X-Product-Name``, trimmed and lower-cased; FET-0403 on a violation. A valid
+    product is bound to the request's log context (``product``)."""
+    product = validate_product_header(request.headers.get("x-product-name"), required=required)
+    if product is not None:
+        bind_log_context(product=product)
+    return product
 
 
 async def read_json_object(request: Request) -> dict[str, object]:
