@@ -139,9 +139,10 @@ def allowed_methods(app: FastAPI, path: str) -> list[str]:
 
 
 def _install_handlers(app: FastAPI) -> None:
+    # Starlette calls each handler only for the class it is registered for (below); the
+    # isinstance checks narrow the type without an assert, and anything else would be a 500.
     async def on_api_error(_: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ApiError)
-        return error_response(exc)
+        return error_response(exc if isinstance(exc, ApiError) else internal_error())
 
     async def on_store_unavailable(_: Request, exc: Exception) -> Response:
         log.warning("metadata store unavailable: %s", type(exc).__name__)
@@ -150,7 +151,8 @@ def _install_handlers(app: FastAPI) -> None:
         )
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, StarletteHTTPException)
+        if not isinstance(exc, StarletteHTTPException):
+            return error_response(internal_error())
         if exc.status_code == 404:
             return error_response(ApiError("FET-0005", "The requested route does not exist."))
         if exc.status_code == 405:
