@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import sqlite3
 import subprocess
 import time
@@ -267,3 +268,30 @@ def test_an_invalid_http_max_connections_refuses_startup(tmp_path: Path) -> None
     )
     assert done.returncode == 1
     assert done.stderr == "startup refused: invalid value for HTTP_MAX_CONNECTIONS\n"
+
+
+def test_a_port_in_use_is_one_refusal_line_not_a_traceback(tmp_path: Path) -> None:
+    """A second process on a bound port says so in one line and exits 1 (found by running two
+    processes on one port: it printed a 26-line traceback)."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(  # noqa: S603 - our own console script, fixed argv
+            [FETCHER_BIN, "run"],
+            cwd=tmp_path,
+            env={
+                "PATH": os.environ.get("PATH", ""),
+                "HOME": str(tmp_path),
+                "FETCHER_MODE": "embedded",
+                "APP_ENC_KEY": MASTER_KEY,
+                "SERVER_ADDRESS": f"127.0.0.1:{port}",
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert (
+        done.stderr
+        == f"startup refused: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    )

@@ -76,16 +76,26 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _listen_or_refuse(host: str, port: int) -> socket.socket:
+    """A port that cannot be bound (in use, not permitted) is one ``startup refused`` line and
+    exit 1, like a §9.3 refusal, instead of a traceback."""
+    try:
+        return listen_socket(host, port)
+    except OSError as exc:
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise StartupRefused(f"cannot listen on {where}: {exc.strerror or exc}") from None
+
+
 async def _serve_until_signal(settings: Settings) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if settings.mode is Mode.WORKER:
-        sock = listen_socket("", settings.health_port)  # §9.1: all interfaces
+        sock = _listen_or_refuse("", settings.health_port)  # §9.1: all interfaces
     else:
         warn_if_unauthenticated(settings)
-        sock = listen_socket(settings.server_host, settings.server_port)
+        sock = _listen_or_refuse(settings.server_host, settings.server_port)
     try:
         async with running(settings, sockets=[sock], stop=stop) as runtime:
             await stop.wait()
