@@ -4,13 +4,22 @@ A public leaf: it imports httpx and the standard library only, never server code
 
 ::
 
-    with FetcherClient("http://fetcher:4006", token=TOKEN) as api:
+    with FetcherClient("http://fetcher:4006", token=os.environ["FETCHER_TOKEN"]) as api:
         api.create_connection({...}, product="payments")
         job = api.wait(api.submit(mapped, metadata={"source": "payments"}).job_id)
+
+``token`` may also be a function returning the current token (called before every business
+request, so short-lived tokens can be refreshed); a 401 raises ``AuthenticationError``, a
+403 ``PermissionDeniedError``.
 """
 
 from fetcher.client._core import ROUTES, Route, Submission
-from fetcher.client.client import AsyncFetcherClient, FetcherClient
+from fetcher.client.client import (
+    AsyncFetcherClient,
+    AsyncTokenSource,
+    FetcherClient,
+    TokenSource,
+)
 from fetcher.client.errors import (
     ApiError,
     AuthenticationError,
@@ -29,9 +38,11 @@ from fetcher.client.errors import (
 __all__ = [
     "ROUTES",
     "AsyncFetcherClient",
+    "AsyncTokenSource",
     "FetcherClient",
     "Route",
     "Submission",
+    "TokenSource",
     # errors
     "ApiError",
     "AuthenticationError",

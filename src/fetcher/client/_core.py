@@ -4,6 +4,7 @@ parsing. The two client classes only send; every rule lives here once."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,14 +18,19 @@ __all__ = ["ROUTES", "Call", "Route", "Submission", "build", "parse"]
 
 CONNECTIONS = "/v1/management/connections"
 LIST_PARAMS = ("limit", "page", "sortOrder", "type", "startDate", "endDate")
+# The §12.3 scopes (``fetcher:admin`` also grants each).
+CONN_READ, CONN_WRITE = "fetcher:connections:read", "fetcher:connections:write"
+JOBS_READ, JOBS_WRITE = "fetcher:jobs:read", "fetcher:jobs:write"
+EVENTS_READ = "fetcher:events:read"
 TERMINAL = frozenset({"completed", "failed"})
 
 
 @dataclass(frozen=True, slots=True)
 class Route:
     """One Manager route: its method and path template, the parameters the client sends
-    (path, query and header names as in OpenAPI), and the schema names of its request body
-    and success bodies."""
+    (path, query and header names as in OpenAPI), the schema names of its request body and
+    success bodies, and the §12.3 scope a token needs for it (None: an operational route,
+    open in every mode, sent without the token)."""
 
     method: str
     path: str
@@ -32,6 +38,7 @@ class Route:
     request: str | None = None
     responses: tuple[str, ...] = ()
     ok: tuple[int, ...] = (200,)
+    scope: str | None = None
 
 
 ROUTES: dict[str, Route] = {
@@ -42,12 +49,23 @@ ROUTES: dict[str, Route] = {
         "ConnectionCreate",
         ("ConnectionResponse",),
         (201,),
+        CONN_WRITE,
     ),
     "list_connections": Route(
-        "GET", CONNECTIONS, ("X-Product-Name", *LIST_PARAMS), None, ("ConnectionPage",)
+        "GET",
+        CONNECTIONS,
+        ("X-Product-Name", *LIST_PARAMS),
+        None,
+        ("ConnectionPage",),
+        scope=CONN_READ,
     ),
     "list_unassigned": Route(
-        "GET", f"{CONNECTIONS}/unassigned", LIST_PARAMS, None, ("ConnectionPage",)
+        "GET",
+        f"{CONNECTIONS}/unassigned",
+        LIST_PARAMS,
+        None,
+        ("ConnectionPage",),
+        scope=CONN_READ,
     ),
     "validate_schema": Route(
         "POST",
@@ -55,15 +73,32 @@ ROUTES: dict[str, Route] = {
         (),
         "ValidateSchemaRequest",
         ("ValidateSchemaSuccess",),
+        scope=CONN_READ,
     ),
-    "get_connection": Route("GET", f"{CONNECTIONS}/{{id}}", ("id",), None, ("ConnectionResponse",)),
+    "get_connection": Route(
+        "GET", f"{CONNECTIONS}/{{id}}", ("id",), None, ("ConnectionResponse",), scope=CONN_READ
+    ),
     "update_connection": Route(
-        "PATCH", f"{CONNECTIONS}/{{id}}", ("id",), "ConnectionUpdate", ("ConnectionResponse",)
+        "PATCH",
+        f"{CONNECTIONS}/{{id}}",
+        ("id",),
+        "ConnectionUpdate",
+        ("ConnectionResponse",),
+        scope=CONN_WRITE,
     ),
-    "delete_connection": Route("DELETE", f"{CONNECTIONS}/{{id}}", ("id",), ok=(204,)),
-    "test_connection": Route("POST", f"{CONNECTIONS}/{{id}}/test", ("id",), None, ("TestResult",)),
+    "delete_connection": Route(
+        "DELETE", f"{CONNECTIONS}/{{id}}", ("id",), ok=(204,), scope=CONN_WRITE
+    ),
+    "test_connection": Route(
+        "POST", f"{CONNECTIONS}/{{id}}/test", ("id",), None, ("TestResult",), scope=CONN_READ
+    ),
     "connection_schema": Route(
-        "GET", f"{CONNECTIONS}/{{id}}/schema", ("id", "schemas"), None, ("SchemaResponse",)
+        "GET",
+        f"{CONNECTIONS}/{{id}}/schema",
+        ("id", "schemas"),
+        None,
+        ("SchemaResponse",),
+        scope=CONN_READ,
     ),
     "assign_connection": Route(
         "POST",
@@ -71,10 +106,20 @@ ROUTES: dict[str, Route] = {
         ("id", "X-Product-Name"),
         None,
         ("ConnectionResponse",),
+        scope=CONN_WRITE,
     ),
-    "submit": Route("POST", "/v1/fetcher", (), "JobRequest", ("JobAccepted",), (200, 202)),
-    "get_job": Route("GET", "/v1/fetcher/{id}", ("id",), None, ("JobResponse",)),
-    "events": Route("GET", "/v1/events", ("after", "limit", "type", "wait"), None, ("FeedPage",)),
+    "submit": Route(
+        "POST", "/v1/fetcher", (), "JobRequest", ("JobAccepted",), (200, 202), JOBS_WRITE
+    ),
+    "get_job": Route("GET", "/v1/fetcher/{id}", ("id",), None, ("JobResponse",), scope=JOBS_READ),
+    "events": Route(
+        "GET",
+        "/v1/events",
+        ("after", "limit", "type", "wait"),
+        None,
+        ("FeedPage",),
+        scope=EVENTS_READ,
+    ),
     "health": Route("GET", "/health", (), None, ("HealthBody",), (200, 503)),
     "readyz": Route("GET", "/readyz", (), None, ("ReadyzBody",), (200, 503)),
     # /openapi.json gives this route's 200 no schema; the body is ReadyzBody plus "tenant".
@@ -82,7 +127,8 @@ ROUTES: dict[str, Route] = {
     "metrics": Route("GET", "/metrics"),
     "version": Route("GET", "/version", (), None, ("VersionBody",)),
 }
-"""Client method name → route. A unit test checks it against ``/openapi.json``."""
+"""Client method name → route. Unit tests check it against ``/openapi.json`` (with
+``AUTH_MODE=jwt`` for the scopes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +250,26 @@ def list_query(
     return query
 
 
-def auth_headers(token: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"} if token else {}
+#: RFC 6750 ``b64token``: what a bearer credential may contain.
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
+def checked_token(token: object) -> str:
+    """``token`` when it is a usable bearer credential; otherwise a ValueError or TypeError
+    whose message never contains it (§9.2: secrets stay out of errors)."""
+    if not isinstance(token, str):
+        raise TypeError(f"a bearer token must be a str, not {type(token).__name__}")
+    if _B64TOKEN.fullmatch(token) is None:
+        raise ValueError("the bearer token is empty or has characters a token cannot contain")
+    return token
+
+
+def auth_headers(route: Route, token: str | None) -> dict[str, str]:
+    """``Authorization: Bearer <token>`` for a business route (§12.1); operational routes
+    (§2.10) are open and never get it."""
+    if token is None or route.scope is None:
+        return {}
+    return {"Authorization": f"Bearer {token}"}
 
 
 def transport_error(exc: httpx.HTTPError) -> TransportError:

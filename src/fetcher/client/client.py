@@ -3,7 +3,11 @@
 
 * Every non-2xx answer raises a typed :class:`~fetcher.client.errors.ApiError` carrying
   ``code``, ``title``, ``message`` and ``fields`` (§2.2); no answer raises ``TransportError``.
-* ``token`` adds ``Authorization: Bearer <token>`` (§12); it never appears in ``repr``.
+* ``token`` (a str, or a function returning the current one; the async client also awaits
+  an async function) adds ``Authorization: Bearer <token>`` to every business route (§12.1),
+  never to the open operational ones. It never appears in ``repr`` or in an error: a 401 is
+  ``AuthenticationError`` (with the ``www_authenticate`` challenge), a 403
+  ``PermissionDeniedError`` (``missing_scope`` for FET-0011).
 * ``submit`` returns a :class:`Submission` whose ``duplicate`` tells a new job (202) from the
   existing one (200, §3.8); ``wait`` polls ``GET /v1/fetcher/{id}`` with a capped backoff until
   ``completed`` or ``failed``, or raises ``WaitTimeoutError``.
@@ -13,15 +17,16 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, cast
 
 import httpx
 
 from fetcher.client import _core
-from fetcher.client._core import TERMINAL, Backoff, Call, Submission
+from fetcher.client._core import TERMINAL, Backoff, Call, Route, Submission
 from fetcher.client.errors import WaitTimeoutError
 from fetcher.client.types import (
     ConnectionCreate,
@@ -40,29 +45,48 @@ from fetcher.client.types import (
     VersionBody,
 )
 
-__all__ = ["AsyncFetcherClient", "FetcherClient", "Submission"]
+__all__ = ["AsyncFetcherClient", "AsyncTokenSource", "FetcherClient", "Submission", "TokenSource"]
 
 DEFAULT_TIMEOUT = 30.0
 #: The feed's long-poll can hold a request for 30 s (§2.12): reads need more than that.
 FEED_READ_TIMEOUT = 45.0
 
 
+#: A bearer token, or a function returning the current one, called before every business
+#: request (so a caller can hand out a fresh short-lived token each time).
+TokenSource = str | Callable[[], str]
+#: As :data:`TokenSource`; the async client also awaits a function that returns an awaitable.
+AsyncTokenSource = str | Callable[[], str | Awaitable[str]]
+
+
 class _Base:
-    def __init__(self, base_url: str, token: str | None) -> None:
+    def __init__(self, base_url: str, token: AsyncTokenSource | None) -> None:
         self.base_url = base_url.rstrip("/")
-        self._headers = _core.auth_headers(token)
+        if isinstance(token, str):
+            _core.checked_token(token)
+        elif token is not None and not callable(token):
+            raise TypeError("token must be a str or a function returning one")
+        self.__token = token
 
     def __repr__(self) -> str:
-        auth = ", token=<redacted>" if self._headers else ""
+        auth = ", token=<redacted>" if self.__token is not None else ""
         return f"{type(self).__name__}({self.base_url!r}{auth})"
 
-    def _request(self, call: Call) -> httpx.Request:
+    def _token_value(self, route: Route) -> str | Awaitable[str] | None:
+        """The static token, or what the token function returns (not yet awaited); None for
+        an operational route or a client without a token (the function is then not called)."""
+        if self.__token is None or route.scope is None:
+            return None
+        return self.__token if isinstance(self.__token, str) else self.__token()
+
+    def _request(self, call: Call, token: str | None) -> httpx.Request:
         timeout = httpx.Timeout(DEFAULT_TIMEOUT, read=FEED_READ_TIMEOUT)
+        auth = _core.auth_headers(call.route, token)
         return httpx.Request(
             call.route.method,
             self.base_url + call.url,
             params=call.params,
-            headers={**self._headers, **call.headers},
+            headers={**auth, **call.headers},
             content=call.body,
             extensions={"timeout": timeout.as_dict()},
         )
@@ -75,7 +99,7 @@ class FetcherClient(_Base):
         self,
         base_url: str,
         *,
-        token: str | None = None,
+        token: TokenSource | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
@@ -94,8 +118,13 @@ class FetcherClient(_Base):
         self._http.close()
 
     def _send(self, call: Call) -> tuple[httpx.Response, Any]:
+        token = self._token_value(call.route)
+        if inspect.isawaitable(token):
+            _close_unawaited(token)
+            raise TypeError("the token function returned an awaitable: use AsyncFetcherClient")
+        request = self._request(call, None if token is None else _core.checked_token(token))
         try:
-            response = self._http.send(self._request(call))
+            response = self._http.send(request)
         except httpx.HTTPError as exc:
             raise _core.transport_error(exc) from None
         return response, _core.parse(call, response)
@@ -233,7 +262,7 @@ class AsyncFetcherClient(_Base):
         self,
         base_url: str,
         *,
-        token: str | None = None,
+        token: AsyncTokenSource | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
@@ -252,8 +281,12 @@ class AsyncFetcherClient(_Base):
         await self._http.aclose()
 
     async def _send(self, call: Call) -> tuple[httpx.Response, Any]:
+        token = self._token_value(call.route)
+        if inspect.isawaitable(token):
+            token = await token
+        request = self._request(call, None if token is None else _core.checked_token(token))
         try:
-            response = await self._http.send(self._request(call))
+            response = await self._http.send(request)
         except httpx.HTTPError as exc:
             raise _core.transport_error(exc) from None
         return response, _core.parse(call, response)
@@ -388,3 +421,10 @@ def _list_filters(filters: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         raise TypeError(f"unknown list filters: {sorted(unknown)}")
     return {name: filters.get(name) for name in _FILTER_NAMES}
+
+
+def _close_unawaited(value: object) -> None:
+    """Close a coroutine the sync client cannot await (no "never awaited" warning)."""
+    close = getattr(value, "close", None)
+    if callable(close):
+        close()

@@ -5,8 +5,8 @@
     FetcherError
     ├── ApiError                   a non-2xx answer with a §2.2 body: code, title, message, fields
     │   ├── BadRequestError        400 (FET-0001, FET-04xx, FET-10xx validation)
-    │   ├── AuthenticationError    401 FET-0010
-    │   ├── PermissionDeniedError  403 FET-0011 / FET-0012
+    │   ├── AuthenticationError    401 FET-0010, with ``www_authenticate``
+    │   ├── PermissionDeniedError  403 FET-0011 (``missing_scope``) / FET-0012
     │   ├── NotFoundError          404 FET-1001 / FET-0005
     │   ├── ConflictError          409 FET-0004 / FET-1002 / FET-1015 / FET-1021
     │   ├── SchemaValidationError  422 FET-1060, with ``errors``
@@ -71,6 +71,7 @@ class ApiError(FetcherError):
         errors: list[dict[str, Any]] | None = None,
         request_id: str | None = None,
         retry_after: int | None = None,
+        www_authenticate: str | None = None,
     ) -> None:
         super().__init__(f"{status} {code} {title}: {message}")
         self.status = status
@@ -81,6 +82,7 @@ class ApiError(FetcherError):
         self.errors = list(errors or [])
         self.request_id = request_id
         self.retry_after = retry_after
+        self.www_authenticate = www_authenticate
 
 
 class BadRequestError(ApiError):
@@ -88,11 +90,24 @@ class BadRequestError(ApiError):
 
 
 class AuthenticationError(ApiError):
-    pass
+    """401 FET-0010 (§12.2): no bearer token, or one the Manager refused (bad signature,
+    expired, wrong issuer or audience, unknown key). ``www_authenticate`` is the answer's
+    challenge: ``Bearer realm="fetcher"``, plus ``, error="invalid_token"`` when a token was
+    sent and refused."""
 
 
 class PermissionDeniedError(ApiError):
-    pass
+    """403: FET-0011 the token lacks the route's scope (``missing_scope`` names it, §12.3),
+    or FET-0012 a product-restricted token acting outside its products (§12.4)."""
+
+    @property
+    def missing_scope(self) -> str | None:
+        """The scope a FET-0011 answer names (its message is exactly
+        ``token lacks scope <scope>``); None for any other answer."""
+        prefix = "token lacks scope "
+        if self.code != "FET-0011" or not self.message.startswith(prefix):
+            return None
+        return self.message[len(prefix) :] or None
 
 
 class NotFoundError(ApiError):
@@ -143,4 +158,5 @@ def error_from_response(status: int, body: Any, headers: dict[str, str] | None =
         errors=errors if isinstance(errors, list) else None,
         request_id=headers.get("x-request-id"),
         retry_after=int(retry) if retry.isdigit() else None,
+        www_authenticate=headers.get("www-authenticate"),
     )

@@ -18,9 +18,11 @@ def test_public_names_are_pinned() -> None:
         [
             "ROUTES",
             "AsyncFetcherClient",
+            "AsyncTokenSource",
             "FetcherClient",
             "Route",
             "Submission",
+            "TokenSource",
             "ApiError",
             "AuthenticationError",
             "BadRequestError",
