@@ -7,9 +7,11 @@
   verified (§8.5 signature over the delivered exchange and routing key, freshness, tenant,
   schema): a rejected one is dead-lettered (``reject requeue=false``) and reported on stderr.
   A repeated ``ce-id`` is acknowledged and not printed again.
-* ``--feed URL`` follows the Manager's event feed instead (``GET /v1/events`` long-polling,
-  ``FETCHER_API_TOKEN`` as the bearer token). Feed items carry no signature: the tenant, the
-  schema version and the header/body agreement are still checked.
+* ``--feed URL`` follows the Manager's event feed instead (``GET /v1/events`` long-polling).
+  Against ``AUTH_MODE=jwt`` (§12) it needs a bearer token with ``fetcher:events:read``:
+  ``FETCHER_TOKEN`` (preferred: out of shell history and process lists), or ``--token``;
+  ``FETCHER_API_TOKEN`` is still read. The token is never printed. Feed items carry no
+  signature: the tenant, the schema version and the header/body agreement are still checked.
 
 Output: ``<ce-time> completed <jobId> rows=<n> bytes=<n> path=<key>`` or
 ``<ce-time> failed <jobId> error=<json text>``; ``--json`` prints one compact JSON object per
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from fetcher.cli.result import ConfigError, consumer_keys
+from fetcher.cli.result import ConfigError, api_token, auth_hint, consumer_keys
 from fetcher.client import AsyncFetcherClient, FetcherError
 from fetcher.consumer import (
     ConsumerKeys,
@@ -52,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="one JSON object per event")
     parser.add_argument("--feed", metavar="URL", help="follow the Manager's event feed at URL")
     parser.add_argument("--after", default="0", help="feed cursor to start after (with --feed)")
+    parser.add_argument(
+        "--token", help="bearer token for --feed (prefer FETCHER_TOKEN: no shell history)"
+    )
     parser.add_argument("--amqp", metavar="URL", help="broker URL (default: FETCHER_AMQP_URL)")
     parser.add_argument("--exchange", help="events exchange (RABBITMQ_JOB_EVENTS_EXCHANGE)")
     parser.add_argument("--queue", help="a durable queue of your own (default: exclusive)")
@@ -192,7 +197,7 @@ async def _tail_feed(
     status: TextIO,
 ) -> None:
     dedup = MemoryDeduplicator()
-    token = env.get("FETCHER_API_TOKEN") or None
+    token = api_token(args.token, env)
     if status.isatty():
         status.write(f"following {args.feed}/v1/events after {args.after} (unsigned feed)\n")
     async with AsyncFetcherClient(args.feed, token=token) as api:
@@ -233,6 +238,7 @@ def events_command(
     except KeyboardInterrupt:
         return 0
     except (FetcherError, OSError, ConnectionError) as exc:
-        stderr.write(f"Error: {type(exc).__name__}: {exc}\n")
+        hint = auth_hint(exc, args.token, env)
+        stderr.write(f"Error: {type(exc).__name__}: {exc}\n{hint}")
         return 2
     return 0

@@ -15,8 +15,11 @@ Configuration (the same variable names as the server where they exist):
 * objects: ``OBJECT_STORAGE_BUCKET`` with ``OBJECT_STORAGE_ENDPOINT``,
   ``OBJECT_STORAGE_ACCESS_KEY_ID``, ``OBJECT_STORAGE_SECRET_KEY``, ``OBJECT_STORAGE_REGION``,
   ``OBJECT_STORAGE_USE_PATH_STYLE``; without a bucket, the folder ``OBJECT_STORAGE_LOCAL_DIR``;
-* a job ID is looked up at ``--api URL`` or ``FETCHER_API_URL`` (``FETCHER_API_TOKEN`` as the
-  bearer token); an object key needs ``--hmac`` (the job's ``resultHmac``).
+* a job ID is looked up at ``--api URL`` or ``FETCHER_API_URL``; an object key needs ``--hmac``
+  (the job's ``resultHmac``);
+* a Manager with ``AUTH_MODE=jwt`` (§12) needs a bearer token with ``fetcher:jobs:read``:
+  ``FETCHER_TOKEN`` (preferred: it stays out of shell history and process lists), or
+  ``--token``; ``FETCHER_API_TOKEN`` is still read. The token is never printed.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TextIO
 
-from fetcher.client import FetcherClient, FetcherError
+from fetcher.client import AuthenticationError, FetcherClient, FetcherError
+from fetcher.client._core import checked_token
 from fetcher.consumer import (
     ConsumerKeys,
     IntegrityError,
@@ -46,7 +50,7 @@ from fetcher.consumer import (
 )
 from fetcher.crypto import MasterKeyError
 
-__all__ = ["ConfigError", "consumer_keys", "result_command"]
+__all__ = ["ConfigError", "api_token", "auth_hint", "consumer_keys", "result_command"]
 
 EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTEGRITY = 1, 2, 3
 
@@ -74,6 +78,30 @@ def consumer_keys(env: Mapping[str, str], tenant: str | None) -> ConsumerKeys:
     )
 
 
+def api_token(explicit: str | None, env: Mapping[str, str]) -> str | None:
+    """The bearer token for the Manager API (§12.1): ``--token``, else ``FETCHER_TOKEN``, else
+    the older ``FETCHER_API_TOKEN``; surrounding whitespace dropped (a token read from a file
+    keeps its newline); None when none is set. A value that is no bearer credential is a
+    ConfigError that does not show it."""
+    for value in (explicit, env.get("FETCHER_TOKEN"), env.get("FETCHER_API_TOKEN")):
+        if value and value.strip():
+            try:
+                return checked_token(value.strip())
+            except ValueError:
+                raise ConfigError("FETCHER_TOKEN (or --token) is not a bearer token") from None
+    return None
+
+
+def auth_hint(exc: BaseException, explicit: str | None, env: Mapping[str, str]) -> str:
+    """A line saying what to do about a 401 (empty for any other error). It names the
+    variable, never the token."""
+    if not isinstance(exc, AuthenticationError):
+        return ""
+    if not (explicit or env.get("FETCHER_TOKEN") or env.get("FETCHER_API_TOKEN")):
+        return "hint: the Manager requires a bearer token: set FETCHER_TOKEN (or --token)\n"
+    return "hint: the Manager refused the token (expired, or another issuer or audience?)\n"
+
+
 def object_source(env: Mapping[str, str]) -> ObjectSource | S3Source:
     bucket = env.get("OBJECT_STORAGE_BUCKET", "").strip()
     if not bucket:
@@ -98,6 +126,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--size", type=int, help="expected plaintext size in bytes")
     parser.add_argument("--api", help="Manager base URL (default: FETCHER_API_URL)")
     parser.add_argument("--tenant", help="use this tenant's keys (multi-tenant mode)")
+    parser.add_argument(
+        "--token", help="bearer token for the API (prefer FETCHER_TOKEN: no shell history)"
+    )
     return parser
 
 
@@ -117,7 +148,7 @@ def _reference(args: argparse.Namespace, env: Mapping[str, str]) -> ResultRef:
     api = args.api or env.get("FETCHER_API_URL", "")
     if not api:
         raise ConfigError("a job ID needs --api URL or FETCHER_API_URL")
-    with FetcherClient(api, token=env.get("FETCHER_API_TOKEN") or None) as client:
+    with FetcherClient(api, token=api_token(args.token, env)) as client:
         job = client.get_job(args.target)
     if job["status"] != "completed":
         raise ResultNotFoundError(f"job {args.target} is {job['status']}: it has no result")
@@ -203,6 +234,6 @@ def result_command(
         stderr.write(f"\nintegrity check failed: {exc}; nothing was written\n")
         return EXIT_INTEGRITY
     except (ResultError, FetcherError, OSError) as exc:
-        stderr.write(f"\nError: {exc}\n")
+        stderr.write(f"\nError: {exc}\n{auth_hint(exc, args.token, env)}")
         return EXIT_UNAVAILABLE
     return 0

@@ -7,7 +7,9 @@ import io
 from pathlib import Path
 
 from fetcher.cli import main
-from fetcher.cli.result import result_command
+from fetcher.cli.events import events_command
+from fetcher.cli.result import api_token, auth_hint, result_command
+from fetcher.client import AuthenticationError, PermissionDeniedError
 from fetcher.consumer import ConsumerKeys
 from tests.unit.consumer.conftest import MASTER_KEY, document_bytes, store_document
 
@@ -68,3 +70,35 @@ def test_usage_and_configuration_errors(tmp_path: Path) -> None:
     )
     assert main(["result"]) == 1
     assert main(["events"]) == 1
+
+
+def test_the_api_token_comes_from_the_flag_then_fetcher_token() -> None:
+    env = {"FETCHER_TOKEN": "from-env\n", "FETCHER_API_TOKEN": "older"}
+    assert api_token("flag", env) == "flag"
+    assert api_token(None, env) == "from-env"  # a file's newline dropped
+    assert api_token(None, {"FETCHER_API_TOKEN": "older"}) == "older"
+    assert api_token(None, {"FETCHER_TOKEN": "  "}) is None
+    assert api_token(None, {}) is None
+
+
+def test_an_unusable_token_is_a_usage_error_that_does_not_show_it(tmp_path: Path) -> None:
+    job_id = "0190a1b2-0000-7000-8000-000000000001"
+    env = {**env_for(tmp_path), "FETCHER_TOKEN": "two words"}
+    for command, argv in (
+        (result_command, ["get", job_id, "--api", "http://127.0.0.1:9"]),
+        (events_command, ["tail", "--feed", "http://127.0.0.1:9", "--count", "1"]),
+    ):
+        stderr = io.StringIO()
+        assert command(argv, env, stderr=stderr) == 1
+        assert "FETCHER_TOKEN (or --token) is not a bearer token" in stderr.getvalue()
+        assert "two words" not in stderr.getvalue()
+
+
+def test_the_hint_names_the_variable_only_for_a_401() -> None:
+    unauthorized = AuthenticationError(401, "FET-0010", "Unauthorized", "missing or invalid")
+    assert "set FETCHER_TOKEN" in auth_hint(unauthorized, None, {})
+    refused = auth_hint(unauthorized, None, {"FETCHER_TOKEN": "t0ken"})
+    assert "refused the token" in refused
+    assert "t0ken" not in refused
+    forbidden = PermissionDeniedError(403, "FET-0011", "Forbidden", "token lacks scope x")
+    assert auth_hint(forbidden, "t0ken", {}) == ""
