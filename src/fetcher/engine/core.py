@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 
 from fetcher.engine.errors import EngineError, ErrorCategory
@@ -58,12 +58,26 @@ class Engine:
         return await plan_request(request, connections, self._registry)
 
     async def execute(
-        self, plan: Plan, sink: ResultSink, *, deadline_at: float | None = None
+        self,
+        plan: Plan,
+        sink: ResultSink,
+        *,
+        deadline_at: float | None = None,
+        on_extracted: Callable[[], None] | None = None,
     ) -> ExtractionResult:
-        """Extract every datasource and stream the document to ``sink`` (§4.3 steps 3–5)."""
+        """Extract every datasource and stream the document to ``sink`` (§4.3 steps 3–5; the
+        first datasource streams directly, §4.3.1). ``on_extracted`` runs once extraction and
+        sizing are done, before the rest of the document is written."""
         if deadline_at is None:
             deadline_at = _deadline(plan.request)
-        return await execute_plan(plan, self._registry, self._spools, sink, deadline_at=deadline_at)
+        return await execute_plan(
+            plan,
+            self._registry,
+            self._spools,
+            sink,
+            deadline_at=deadline_at,
+            on_extracted=on_extracted,
+        )
 
     async def run(
         self,

@@ -61,6 +61,7 @@ __all__ = [
     "ROW_DEPTH",
     "RowBatch",
     "SelfEncodingRows",
+    "document_head",
     "document_size",
     "dumps_document",
     "encode_row",
@@ -626,16 +627,29 @@ def document_size(parts: Sequence[tuple[str, int]]) -> int:
     return framing + sum(len(_frame_prefix(i, key)) + size for i, (key, size) in enumerate(parts))
 
 
-async def write_document(parts: Sequence[tuple[str, Spool]], sink: ResultSink) -> int:
+def document_head(key: str) -> bytes:
+    """The bytes before the first datasource's value: ``{`` and its framing (§4.3.1 Direct
+    streaming writes them, then that datasource's value, straight into the sink)."""
+    return b"{" + _frame_prefix(0, key)
+
+
+async def write_document(
+    parts: Sequence[tuple[str, Spool]], sink: ResultSink, *, start: int = 0
+) -> int:
     """Write the framing and each spool's bytes, in the given (key) order, into ``sink``
     (§4.3 step 5). Returns the number of bytes written.
+
+    With ``start=1`` the sink already holds :func:`document_head` of part 0 and part 0's value
+    (direct streaming, §4.3.1): only the parts after it and the closing framing are written.
 
     Raises ``ValueError`` if a spool yields a different byte count than its ``size``, since the
     size limit and ``size_bytes`` were computed from it.
     """
     written = 0
-    pending = b"{"
+    pending = b"" if start else b"{"
     for index, (key, spool) in enumerate(parts):
+        if index < start:
+            continue
         pending += _frame_prefix(index, key)
         await sink.write(pending)
         written += len(pending)

@@ -92,7 +92,10 @@ class ConnectorRegistry(Protocol):
 
 class ResultSink(Protocol):
     """Receives the final document bytes in order. The host decides what a chunk becomes (HMAC,
-    encryption, upload). ``write`` raises ``EngineError(UNAVAILABLE)`` on a storage failure."""
+    encryption, upload). ``write`` raises ``EngineError(UNAVAILABLE)`` on a storage failure.
+
+    Writes begin while extraction still runs (§4.3.1 direct streaming of the first datasource):
+    when execution raises, the host MUST discard whatever the sink received (no object)."""
 
     async def write(self, chunk: bytes) -> None: ...
 

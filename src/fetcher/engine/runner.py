@@ -1,21 +1,32 @@
 """Execution: the fail-fast, bounded-concurrency runner (contract §4.3 steps 3–5, §5.5).
 
 Datasources run concurrently up to ``maxConcurrency``; the tables of one datasource run one
-after another on one connection, in result-key order, each table's rows streaming into that
-datasource's spool as they arrive. The first failing datasource cancels the rest. The spools'
-running byte counts give the document size, so ``maxResultBytes`` is enforced before a single
-byte reaches the sink; the document is then streamed to the sink in key order.
+after another on one connection, in result-key order, each table's rows streaming as they
+arrive. The first failing datasource cancels the rest.
+
+§4.3.1 Direct streaming: the first datasource in key order streams straight into the sink
+(after the document's head), so the host's encryption and upload overlap the extraction; the
+others go to their spools, which are appended in key order once every datasource is done. The
+running byte counts (the streamed part's and the spools') still give the exact document size,
+so ``maxResultBytes`` fails the run as soon as it is proven exceeded. A run that raises has
+therefore possibly written a prefix of the document to the sink: the host MUST discard it (abort
+the multipart upload, remove the temporary file), as it already must for a failing sink.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
-from fetcher.engine.document import DatasourceWriter, document_size, write_document
+from fetcher.engine.document import (
+    DatasourceWriter,
+    document_head,
+    document_size,
+    write_document,
+)
 from fetcher.engine.errors import EngineError, ErrorCategory
 from fetcher.engine.model import ExtractionResult
 from fetcher.engine.planner import DatasourcePlan, Plan
@@ -51,15 +62,54 @@ class _SizeGuard:
             raise size_limit_error(self._limit)
 
 
+class _DirectSpool:
+    """§4.3.1 Direct streaming: a ``Spool`` whose bytes go straight to the sink, after the
+    document head (written with the first bytes, so a run that fails before producing any never
+    opens the upload). Its ``size`` is the datasource value's byte count, like a spool's."""
+
+    def __init__(self, sink: ResultSink, head: bytes) -> None:
+        self._sink = sink
+        self._head: bytes | None = head
+        self._size = 0
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    async def write(self, data: bytes) -> None:
+        head, self._head = self._head, None
+        self._size += len(data)
+        await self._sink.write(head + data if head is not None else data)
+
+    async def read(self) -> AsyncIterator[bytes]:
+        """Nothing: the bytes are in the sink already (``write_document(start=1)``)."""
+        nothing: tuple[bytes, ...] = ()
+        for chunk in nothing:
+            yield chunk
+
+    async def close(self) -> None:
+        """Holds nothing."""
+
+
 async def extract_to_spools(
-    plan: Plan, registry: ConnectorRegistry, spools: SpoolFactory, stack: AsyncExitStack
+    plan: Plan,
+    registry: ConnectorRegistry,
+    spools: SpoolFactory,
+    stack: AsyncExitStack,
+    direct: ResultSink | None = None,
 ) -> tuple[list[tuple[str, Spool]], int]:
     """Run every datasource into its own spool; return the spools in key order and the row
-    count. Spools are closed by ``stack`` on every exit path (the caller owns it)."""
+    count. Spools are closed by ``stack`` on every exit path (the caller owns it).
+
+    With ``direct``, the first datasource streams into that sink instead (§4.3.1): its entry
+    in the result is a spool that holds nothing."""
     parts: list[_Part] = []
-    for datasource in plan.datasources:
-        spool = spools.create()
-        stack.push_async_callback(spool.close)
+    for index, datasource in enumerate(plan.datasources):
+        if direct is not None and index == 0:
+            spool: Spool = _DirectSpool(direct, document_head(datasource.name))
+        else:
+            spool = spools.create()
+            stack.push_async_callback(spool.close)
         parts.append(_Part(datasource.name, spool, DatasourceWriter(spool)))
     guard = _SizeGuard(parts, plan.request.limits.max_result_bytes)
     gate = asyncio.Semaphore(plan.request.limits.max_concurrency)
@@ -127,15 +177,21 @@ async def execute_plan(
     sink: ResultSink,
     *,
     deadline_at: float | None = None,
+    on_extracted: Callable[[], None] | None = None,
 ) -> ExtractionResult:
-    """Extract before ``deadline_at`` (event-loop time; §3.5 ``timeoutSeconds``), then stream
-    the document to ``sink``. The deadline covers extraction and sizing, not the sink (§4.3)."""
+    """Extract before ``deadline_at`` (event-loop time; §3.5 ``timeoutSeconds``), the first
+    datasource streaming into ``sink`` meanwhile (§4.3.1), then append the spools. The deadline
+    covers extraction and sizing; ``on_extracted`` is called when they are done, before the
+    rest of the document goes to the sink (the host's storage clock, §4.3 steps 5–6)."""
+    hashing = _HashingSink(sink)
+    direct = hashing if plan.datasources else None
     async with AsyncExitStack() as stack:
         try:
             async with asyncio.timeout_at(deadline_at):
-                parts, rows = await extract_to_spools(plan, registry, spools, stack)
+                parts, rows = await extract_to_spools(plan, registry, spools, stack, direct)
         except TimeoutError:
             raise EngineError(ErrorCategory.TIMEOUT, "execution exceeded its deadline") from None
-        hashing = _HashingSink(sink)
-        await write_document(parts, hashing)
+        if on_extracted is not None:
+            on_extracted()
+        await write_document(parts, hashing, start=1 if direct is not None else 0)
         return ExtractionResult(rows, hashing.size, hashing.sha256.hexdigest())

@@ -68,26 +68,20 @@ class _EncryptingSink:
     """ResultSink: HMAC over the plaintext, streaming GCM, base64 into the object writer.
 
     The object is opened lazily on the first chunk, so a job that fails before serialization
-    never starts an upload; the caller's exit stack aborts the upload on any error (§4.3
-    step 5). ``on_open`` starts the storage deadline (``STORAGE_TIMEOUT_SECONDS``).
+    never starts an upload. The first datasource streams here while extraction runs (§4.3.1
+    direct streaming), so the caller's exit stack aborts the upload on any error, the size
+    limit included (§4.3 step 5, §5.5: no object remains).
     """
 
-    def __init__(
-        self,
-        keys: KeySet,
-        open_writer: Callable[[], Awaitable[ObjectWriter]],
-        on_open: Callable[[], None],
-    ) -> None:
+    def __init__(self, keys: KeySet, open_writer: Callable[[], Awaitable[ObjectWriter]]) -> None:
         # ``keys`` is the job's tenant's set (KeySet.for_tenant, §12.5).
         self._hmac = HmacStream(keys.external_hmac)
         self._encryptor = ObjectEncryptor(keys.storage)
         self._open_writer = open_writer
-        self._on_open = on_open
         self._writer: ObjectWriter | None = None
 
     async def _writer_ready(self) -> ObjectWriter:
         if self._writer is None:
-            self._on_open()
             self._writer = await self._open_writer()
         return self._writer
 
@@ -311,8 +305,10 @@ class ExtractionService:
             async def open_writer() -> ObjectWriter:
                 return await stack.enter_async_context(self.objects.open_writer(key))
 
-            sink = _EncryptingSink(keys, open_writer, start_storage_clock)
-            result = await self.engine.execute(plan, sink, deadline_at=deadline_at)
+            sink = _EncryptingSink(keys, open_writer)
+            result = await self.engine.execute(
+                plan, sink, deadline_at=deadline_at, on_extracted=start_storage_clock
+            )
             result_hmac = await sink.finish()
         return result, result_hmac
 

@@ -1,8 +1,9 @@
 """S3-compatible result store over aioboto3 (contract §6.3, §4.3 step 5, §2.10, §9.1).
 
 * ``open_writer(key)`` streams the stored bytes: parts of ``part_size`` (≥ 5 MiB) are buffered and
-  uploaded with a multipart upload; an object that never fills one part is sent with a single
-  ``PutObject``. Memory stays bounded to about one part. ``Content-Type`` is
+  uploaded with a multipart upload, each in the background while the next fills (one in
+  flight); an object that never fills one part is sent with a single ``PutObject``. Memory
+  stays bounded to about two parts. ``Content-Type`` is
   ``application/octet-stream`` (§6.3).
 * On any error or cancellation inside or at the end of the block, the multipart upload is
   aborted and the key is deleted on a best-effort basis, so no object remains (§4.3 step 5).
@@ -101,7 +102,12 @@ def map_s3_errors(message: str, *, secrets: Iterable[str | None] = ()) -> Iterat
 
 
 class _MultipartWriter:
-    """Buffers the stored bytes and uploads full parts as they fill (``ObjectWriter``)."""
+    """Buffers the stored bytes and uploads each full part in the background (``ObjectWriter``).
+
+    One part uploads while the next fills, so the producer (the extraction, when the first
+    datasource streams directly, §4.3.1) keeps working during the upload. At most one part is in
+    flight: a full buffer waits for it, so memory stays at about two parts.
+    """
 
     def __init__(self, store: S3ObjectStore, client: Any, key: str) -> None:
         self._store = store
@@ -109,28 +115,49 @@ class _MultipartWriter:
         self._key = key
         self._buffer = bytearray()
         self._parts: list[dict[str, Any]] = []
+        self._in_flight: asyncio.Task[None] | None = None
+        self._creating: asyncio.Future[str] | None = None
         self.upload_id: str | None = None
 
     async def write(self, chunk: bytes) -> None:
         self._buffer += chunk
-        size = self._store.part_size
-        while len(self._buffer) >= size:
-            with memoryview(self._buffer) as view:
-                part = bytes(view[:size])
-            del self._buffer[:size]
-            await self._upload_part(part)
-
-    async def _upload_part(self, data: bytes) -> None:
-        bucket = self._store.bucket
-        with self._store.errors(STORE_FAILED):
-            if self.upload_id is None:
-                created = await self._client.create_multipart_upload(
-                    Bucket=bucket, Key=self._key, ContentType=CONTENT_TYPE
-                )
-                self.upload_id = str(created["UploadId"])
+        if len(self._buffer) >= self._store.part_size:
+            await self._wait_in_flight()  # first, so the copy below never makes three parts
+            await self._ensure_upload()
+            part, self._buffer = bytes(self._buffer), bytearray()
             number = len(self._parts) + 1
+            self._in_flight = asyncio.create_task(self._upload_part(number, part))
+
+    async def _wait_in_flight(self) -> None:
+        """Wait for the part in flight; its failure (``EngineError``) is raised here."""
+        if self._in_flight is not None:
+            await self._in_flight
+            self._in_flight = None
+
+    async def _ensure_upload(self) -> None:
+        """Create the multipart upload. Shielded: a cancellation (fail-fast of another
+        datasource, §4.3 step 3) must not lose the ID of an upload the server created, or
+        ``discard`` could not abort it."""
+        if self.upload_id is None:
+            if self._creating is None:
+                self._creating = asyncio.ensure_future(self._create())
+            self.upload_id = await asyncio.shield(self._creating)
+
+    async def _create(self) -> str:
+        with self._store.errors(STORE_FAILED):
+            created = await self._client.create_multipart_upload(
+                Bucket=self._store.bucket, Key=self._key, ContentType=CONTENT_TYPE
+            )
+        return str(created["UploadId"])
+
+    async def _upload_part(self, number: int, data: bytes) -> None:
+        with self._store.errors(STORE_FAILED):
             result = await self._client.upload_part(
-                Bucket=bucket, Key=self._key, UploadId=self.upload_id, PartNumber=number, Body=data
+                Bucket=self._store.bucket,
+                Key=self._key,
+                UploadId=self.upload_id,
+                PartNumber=number,
+                Body=data,
             )
         self._parts.append({"ETag": result["ETag"], "PartNumber": number})
 
@@ -144,9 +171,10 @@ class _MultipartWriter:
                     Bucket=bucket, Key=self._key, Body=data, ContentType=CONTENT_TYPE
                 )
             return
-        if self._buffer:
-            data, self._buffer = bytes(self._buffer), bytearray()
-            await self._upload_part(data)
+        await self._wait_in_flight()
+        data, self._buffer = bytes(self._buffer), bytearray()
+        if data:
+            await self._upload_part(len(self._parts) + 1, data)
         with self._store.errors(STORE_FAILED):
             await self._client.complete_multipart_upload(
                 Bucket=bucket,
@@ -156,11 +184,19 @@ class _MultipartWriter:
             )
 
     async def discard(self) -> None:
-        """Abort the multipart upload and delete the key (best effort, bounded, never raises)."""
+        """Stop the part in flight, abort the multipart upload and delete the key (best effort,
+        bounded, never raises)."""
         self._buffer = bytearray()
         bucket = self._store.bucket
+        in_flight, self._in_flight = self._in_flight, None
         try:
             async with asyncio.timeout(CLEANUP_TIMEOUT_SECONDS):
+                if in_flight is not None:  # its error, if any, is the one being handled
+                    in_flight.cancel()
+                    await asyncio.gather(in_flight, return_exceptions=True)
+                if self.upload_id is None and self._creating is not None:
+                    (created,) = await asyncio.gather(self._creating, return_exceptions=True)
+                    self.upload_id = created if isinstance(created, str) else None
                 if self.upload_id is not None:
                     await self._client.abort_multipart_upload(
                         Bucket=bucket, Key=self._key, UploadId=self.upload_id
