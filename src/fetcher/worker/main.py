@@ -10,6 +10,7 @@ flushes once more before the loop returns.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -20,11 +21,16 @@ from fetcher.services.runtime_ports import Delivery
 from fetcher.services.work_messages import work_message_body, work_message_headers
 from fetcher.worker.handlers import WorkHandler
 
-__all__ = ["recover_embedded_jobs", "run_worker", "work_handler"]
+__all__ = ["recover_embedded_jobs", "run_worker", "tune_gc", "work_handler"]
 
 log = logging.getLogger(__name__)
 
 REAP_INTERVAL_SECONDS = 30.0
+#: Young-generation threshold of the cyclic collector while the Worker runs (CPython's default
+#: is 700 container allocations): extraction allocates a batch's rows and parsed JSON values by
+#: the thousand, nearly all freed by reference counting, and the default made the collector
+#: traverse (and promote) each live batch many times over (issue 12, bench/README.md).
+GC_YOUNG_THRESHOLD = 50_000
 
 
 def work_handler(runtime: Runtime) -> WorkHandler:
@@ -51,6 +57,7 @@ def _parts(runtime: Runtime) -> WorkerParts:
 async def run_worker(runtime: Runtime, stop: asyncio.Event) -> None:
     """Run until ``stop`` is set, then drain as §9.3 describes."""
     parts = _parts(runtime)
+    tune_gc()
     handler = work_handler(runtime)
     relay_task = asyncio.create_task(parts.relay.run(), name="outbox-relay")
     reaper_task = asyncio.create_task(
@@ -66,6 +73,17 @@ async def run_worker(runtime: Runtime, stop: asyncio.Event) -> None:
         for task in (consumer, relay_task, reaper_task):
             task.cancel()
         await asyncio.gather(consumer, relay_task, reaper_task, return_exceptions=True)
+
+
+def tune_gc() -> None:
+    """Freeze what start-up built (modules, clients, pools: never garbage, so no collection
+    needs to traverse it again) and raise the young generation's threshold (issue 12)."""
+    young, middle, old = gc.get_threshold()
+    if young >= GC_YOUNG_THRESHOLD:
+        return  # once per process
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
 async def _consume(parts: WorkerParts, handler: WorkHandler, concurrency: int) -> None:
