@@ -40,7 +40,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,10 @@ from bench.worker_memory import (
     bench_prefix,
     delete_s3_prefix,
 )
+
+#: One run of a contender: seconds, result bytes, peak RSS MiB, CPU seconds of the extracting
+#: process (the last two only for Fetcher and ConnectorX).
+Run = tuple[float, int, float | None, float | None]
 
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
 REPS = int(os.environ.get("FETCHER_BENCH_REPS", "3"))
@@ -198,8 +202,16 @@ def _connectorx(database: str, select: str) -> dict[str, Any]:
 
 
 def _summary(
-    name: str, seconds: list[float], rows: int, size: int, rss: list[float]
+    name: str,
+    seconds: list[float],
+    rows: int,
+    size: int,
+    rss: list[float],
+    *,
+    cpu: Sequence[float] = (),
 ) -> dict[str, Any]:
+    """Median figures; ``cpu`` is the extracting process's CPU seconds (user + system) per
+    job, steadier than wall time on a shared machine."""
     median = statistics.median(seconds)
     summary = {
         "name": name,
@@ -209,8 +221,12 @@ def _summary(
         "mb_per_second": round(size / median / 1e6, 1) if size else None,
         "bytes": size or None,
         "peak_rss_mib": round(max(rss), 1) if rss else None,
+        "cpu_seconds": [round(c, 2) for c in cpu] or None,
+        "median_cpu_seconds": round(statistics.median(cpu), 2) if cpu else None,
     }
     rss_text = f", peak RSS {summary['peak_rss_mib']} MiB" if rss else ""
+    if cpu:
+        rss_text += f", CPU {summary['median_cpu_seconds']} s {summary['cpu_seconds']}"
     mb_text = f", {summary['mb_per_second']} MB/s" if size else ""
     print(
         f"  {name:<22} median {median:7.2f}s  {rows / median:>10,.0f} rows/s{mb_text}{rss_text}"
@@ -234,10 +250,10 @@ def _ratios(
 
 
 def _alternate(
-    contenders: dict[str, Callable[[], tuple[float, int, float | None]]],
+    contenders: dict[str, Callable[[], Run]],
 ) -> dict[str, Any]:
     """Each contender once per repetition, in a rotated order; (seconds, bytes, peak RSS MiB)."""
-    runs: dict[str, list[tuple[float, int, float | None]]] = {name: [] for name in contenders}
+    runs: dict[str, list[Run]] = {name: [] for name in contenders}
     names = list(contenders)
     for rep in range(REPS):
         for name in names[rep % len(names) :] + names[: rep % len(names)]:
@@ -251,18 +267,19 @@ def _summaries(runs: dict[str, Any], rows: int) -> dict[str, dict[str, Any]]:
         seconds = [f[0] for f in figures]
         size = max(f[1] for f in figures)
         rss = [f[2] for f in figures if f[2] is not None]
-        results[name] = _summary(name, seconds, rows, size, rss)
+        cpu = [f[3] for f in figures if f[3] is not None]
+        results[name] = _summary(name, seconds, rows, size, rss, cpu=cpu)
     return results
 
 
 def _fetcher_runner(
     processes: FetcherProcesses, mapped: dict[str, Any], filters: dict[str, Any] | None, rows: int
-) -> Callable[[], tuple[float, int, float | None]]:
-    def run() -> tuple[float, int, float | None]:
+) -> Callable[[], Run]:
+    def run() -> Run:
         figure: JobFigure = processes.job(mapped, filters)
         if figure.status != "completed" or figure.rows not in (None, rows):
             raise RuntimeError(f"{processes.mode} job ended {figure.status}: {figure.error}")
-        return figure.seconds, figure.size, figure.peak_rss_mib
+        return figure.seconds, figure.size, figure.peak_rss_mib, figure.cpu_seconds
 
     return run
 
@@ -275,12 +292,12 @@ def postgres_part(
     copy_bytes = _output_bytes(_copy(database, select))
     mapped = {"bench_pg": {"ledger": list(COLUMNS)}}
 
-    def connectorx() -> tuple[float, int, float | None]:
+    def connectorx() -> Run:
         figure = _connectorx(database, select)
-        return figure["seconds"], 0, figure["peak_rss_mib"]
+        return figure["seconds"], 0, figure["peak_rss_mib"], None
 
-    contenders: dict[str, Callable[[], tuple[float, int, float | None]]] = {
-        "copy": lambda: (_timed(_copy(database, select)), copy_bytes, None),
+    contenders: dict[str, Callable[[], Run]] = {
+        "copy": lambda: (_timed(_copy(database, select)), copy_bytes, None, None),
         "connectorx_polars": connectorx,
         "fetcher_worker_s3": _fetcher_runner(worker, mapped, None, ROWS),
         "fetcher_embedded": _fetcher_runner(
@@ -318,7 +335,7 @@ def filtered_part(worker: FetcherProcesses, database: str) -> dict[str, Any]:
     filters = {"bench_pg": {"ledger": {"created_at": {"between": [low, high]}}}}
     runs = _alternate(
         {
-            "copy": lambda: (_timed(_copy(database, select)), copy_bytes, None),
+            "copy": lambda: (_timed(_copy(database, select)), copy_bytes, None, None),
             "fetcher_worker_s3": _fetcher_runner(worker, mapped, filters, rows),
         }
     )
@@ -396,7 +413,7 @@ def mariadb_part(worker: FetcherProcesses, embedded: FetcherProcesses) -> dict[s
         floor_bytes = _output_bytes(floor)
         runs = _alternate(
             {
-                "mariadb_cli": lambda: (_timed(floor), floor_bytes, None),
+                "mariadb_cli": lambda: (_timed(floor), floor_bytes, None, None),
                 "fetcher_worker_s3": _fetcher_runner(
                     worker, {"bench_my": {"ledger": list(COLUMNS)}}, None, ROWS
                 ),

@@ -100,6 +100,12 @@ def vm_hwm_mib(pid: int) -> float:
     raise RuntimeError("no VmHWM")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (``/proc/<pid>/stat`` fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def reset_peak(pid: int) -> None:
     """``echo 5 > /proc/<pid>/clear_refs``: the peak RSS starts again from the current RSS."""
     Path(f"/proc/{pid}/clear_refs").write_text("5")
@@ -135,6 +141,8 @@ class JobFigure:
     rows: int | None
     peak_rss_mib: float
     error: str | None
+    #: CPU seconds (user + system) the extracting process used from submission to the end.
+    cpu_seconds: float = 0.0
 
 
 class FetcherProcesses:
@@ -265,6 +273,7 @@ class FetcherProcesses:
     def job(self, mapped: dict[str, Any], filters: dict[str, Any] | None) -> JobFigure:
         """One job to its end; figures of the extracting process."""
         reset_peak(self.pid)
+        cpu_before = cpu_seconds(self.pid)
         request: dict[str, Any] = {"mappedFields": mapped}
         if filters:
             request["filters"] = filters
@@ -281,10 +290,11 @@ class FetcherProcesses:
             time.sleep(POLL_SECONDS)
         wall = time.perf_counter() - began
         peak = vm_hwm_mib(self.pid)
+        cpu = cpu_seconds(self.pid) - cpu_before
         size, rows = self._result_figures(job_id) if state["status"] == "completed" else (0, None)
         return JobFigure(
             state["status"], _seconds_between(state["createdAt"], state["completedAt"]), wall,
-            size, rows, peak, state.get("metadata", {}).get("error"),
+            size, rows, peak, state.get("metadata", {}).get("error"), cpu,
         )  # fmt: skip
 
     def _result_figures(self, job_id: str) -> tuple[int, int | None]:
