@@ -77,19 +77,31 @@ def delete_s3_prefix(prefix: str) -> int:
 
 
 def vacuum_s3_server() -> None:
-    """Reclaim the space of deleted objects on the local SeaweedFS (``scripts/s3-server.sh``:
-    master port = S3 port + 1000). Deleted bytes stay in its 64 MB volumes until a vacuum, and
-    a dozen 500 k-row runs (~2.5 GB written each) otherwise use up all 200 volumes, after which
-    every S3 write fails with ``InternalError`` (seen on 2026-12-01). Best effort."""
+    """Give the local SeaweedFS (``scripts/s3-server.sh``: master port = S3 port + 1000) its
+    space and volume slots back after the bench deleted its objects. Deleted bytes stay in its
+    64 MB volumes until a vacuum, and emptied volumes keep their slot until deleted: a dozen
+    500 k-row runs (~2.5 GB written each) used up all 200 slots, after which every write to a
+    new bucket, then to any bucket, failed with ``InternalError`` (2026-12-01). Best effort."""
     parsed = urllib.parse.urlsplit(S3_ENDPOINT)
     if parsed.hostname not in ("127.0.0.1", "localhost") or parsed.port is None:
         return
-    url = f"http://{parsed.hostname}:{parsed.port + 1000}/vol/vacuum?garbageThreshold=0.1"
+    master = f"{parsed.hostname}:{parsed.port + 1000}"
     try:
+        url = f"http://{master}/vol/vacuum?garbageThreshold=0.1"
         with urllib.request.urlopen(url, timeout=300) as response:
             response.read()
-    except OSError as exc:
-        print(f"  (SeaweedFS vacuum failed: {exc})", flush=True)
+        weed = Path(sys.executable).with_name("weed")
+        if weed.exists():
+            subprocess.run(
+                [str(weed), "shell", f"-master={master}"],
+                input="lock\nvolume.deleteEmpty -quietFor=1s -force\nunlock\n",
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"  (SeaweedFS clean-up failed: {exc})", flush=True)
 
 
 def distributed_env(meta_db: str, suffix: str) -> dict[str, str]:
