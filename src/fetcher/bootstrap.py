@@ -28,6 +28,7 @@ from fetcher.services.extraction import ExtractionService
 from fetcher.services.feed import EventFeed
 from fetcher.services.jobs import JobService
 from fetcher.services.metrics import Metrics
+from fetcher.services.name_collisions import log_name_collisions
 from fetcher.services.outbox import OutboxRelay
 from fetcher.services.ports import MetadataStore
 from fetcher.services.reaper import StaleJobReaper
@@ -115,6 +116,12 @@ async def build_runtime(
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(_open_store(settings))
         await store.migrate()
+        await log_name_collisions(
+            store,
+            list(settings.internal_datasources),
+            settings.internal_tenants,
+            multi_tenant=settings.multi_tenant,
+        )
         messaging = await _open_messaging(settings, stack)
         objects = (
             await _open_objects(settings, stack) if settings.mode is not Mode.MANAGER else None
