@@ -20,7 +20,7 @@ from typing import NoReturn, TextIO
 
 import jwt
 
-from fetcher.crypto import is_tenant_id
+from fetcher.crypto import TENANT_PATTERN_TEXT, is_tenant_id
 from fetcher.services.connection_validation import validate_product_header
 from fetcher.services.errors import ApiError
 
@@ -94,7 +94,7 @@ def _claims(args: argparse.Namespace, env: dict[str, str], now: int) -> dict[str
             raise _UsageError(f"--product: {exc.message}") from None
     if args.tenant is not None:
         if not is_tenant_id(args.tenant):
-            raise _UsageError("--tenant must match ^[a-z0-9][a-z0-9_-]{0,62}$")
+            raise _UsageError(f"--tenant must match {TENANT_PATTERN_TEXT}")
         claims[env.get("AUTH_TENANT_CLAIM", "").strip() or "tenantId"] = args.tenant
     return claims
 

@@ -18,6 +18,7 @@ from fetcher.crypto.aead import (
 )
 from fetcher.crypto.hmac import HmacStream, hmac_hex, verify_hex
 from fetcher.crypto.keys import (
+    TENANT_PATTERN_TEXT,
     KeySet,
     MasterKeyError,
     derive_key,
@@ -40,6 +41,7 @@ __all__ = [
     "MasterKeyError",
     "derive_key",
     "generate_master_key",
+    "TENANT_PATTERN_TEXT",
     "is_tenant_id",
     "parse_master_key",
     # AES-GCM (§6.3, §6.4, §4.3.1)

@@ -31,6 +31,7 @@ __all__ = [
     "MasterKeyError",
     "derive_key",
     "generate_master_key",
+    "TENANT_PATTERN_TEXT",
     "is_tenant_id",
     "parse_master_key",
     "tenant_label",
@@ -211,8 +212,10 @@ def tenant_label(label: bytes, tenant: str) -> bytes:
     if label not in (EXTERNAL_HMAC_LABEL, STORAGE_LABEL):
         raise ValueError("only the external HMAC and storage keys are per tenant")
     if not is_tenant_id(tenant):
-        raise ValueError("tenant ID does not match ^[a-z0-9][a-z0-9_-]{0,62}$")
+        raise ValueError(f"tenant ID does not match {TENANT_PATTERN_TEXT}")
     return label + b"/tenant/" + tenant.encode("ascii")
 
 
-_TENANT_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+#: §12.5 "the tenant pattern", as the messages that name it print it.
+TENANT_PATTERN_TEXT = "^[a-z0-9][a-z0-9_-]{0,62}$"
+_TENANT_PATTERN = re.compile(TENANT_PATTERN_TEXT[1:-1])

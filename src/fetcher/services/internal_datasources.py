@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl
 
+from fetcher.crypto import TENANT_PATTERN_TEXT, is_tenant_id
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.model import TlsSettings
 from fetcher.engine.types import EngineType
@@ -40,7 +41,6 @@ from fetcher.services.shapes import (
 __all__ = [
     "INTERNAL_NAMESPACE",
     "SUFFIXES",
-    "TENANT_PATTERN",
     "internal_connection_id",
     "parse_internal_datasources",
     "parse_internal_tenants",
@@ -69,7 +69,6 @@ SUFFIXES = (
     "TENANTS",
 )
 #: §12.5 "the tenant pattern" (always applied with ``fullmatch``).
-TENANT_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _PREFIX = "DATASOURCE_"
 _NAME = re.compile(r"[A-Z0-9_]+")
 _DEFAULT_PORTS: Mapping[EngineType, int] = {
@@ -113,8 +112,9 @@ def parse_internal_tenants(
     """``{configName: tenants}`` from ``DATASOURCE_<NAME>_TENANTS`` (§9.4, §12.5).
 
     Empty in single-tenant mode, where the variable is ignored. Each comma-separated item is
-    trimmed and must match :data:`TENANT_PATTERN`; otherwise ``ValueError("invalid internal
-    datasource <NAME>: TENANTS …")``, the caller's startup refusal."""
+    trimmed and must match the tenant pattern (``fetcher.crypto.is_tenant_id``); otherwise
+    ``ValueError("invalid internal datasource <NAME>: TENANTS …")``, the caller's startup
+    refusal."""
     if not multi_tenant:
         return {}
     result: dict[str, frozenset[str]] = {}
@@ -124,10 +124,10 @@ def parse_internal_tenants(
         if not config_name or raw is None or not raw.strip():
             continue
         items = [item.strip() for item in raw.split(",")]
-        if not all(TENANT_PATTERN.fullmatch(item) for item in items):
+        if not all(is_tenant_id(item) for item in items):
             raise ValueError(
                 f"invalid internal datasource {name}: TENANTS must be comma-separated tenant IDs"
-                " matching ^[a-z0-9][a-z0-9_-]{0,62}$"
+                f" matching {TENANT_PATTERN_TEXT}"
             )
         result[config_name] = frozenset(items)
     return result
