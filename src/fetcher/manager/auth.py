@@ -30,7 +30,6 @@ __all__ = [
     "EventsRead",
     "JobsRead",
     "JobsWrite",
-    "current_principal",
     "requires",
     "route_scope",
 ]
@@ -57,7 +56,6 @@ def requires(scope: Scope) -> Any:
             bind_log_context(sub=principal.sub, tenant=principal.tenant)
         if not principal.has_scope(scope):
             raise ApiError("FET-0011", f"token lacks scope {scope.value}")
-        request.state.principal = principal
         return principal
 
     _GUARDS[guard] = scope
@@ -74,12 +72,6 @@ def route_scope(route: APIRoute) -> Scope | None:
             return scope
         pending.extend(dependant.dependencies)
     return None
-
-
-def current_principal(request: Request) -> Principal:
-    """The Principal a guard stored on this request (``ANONYMOUS`` on unguarded routes)."""
-    principal = getattr(request.state, "principal", None)
-    return principal if isinstance(principal, Principal) else ANONYMOUS
 
 
 #: A route's Principal, guarded by its §12.3 scope.
