@@ -27,7 +27,7 @@ import re
 import ssl
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote
 
 from fetcher.adapters.messaging._queues import get_or_stop
@@ -275,7 +275,28 @@ class _Channel:
             await _close_quietly(channel)
 
 
-class RabbitWorkPublisher:
+class _Publisher:
+    """What both publishers share: a lazily opened confirmed channel on ``connection``, the
+    confirm timeout, and closing (also as an async context manager)."""
+
+    def __init__(
+        self, connection: RabbitConnection, confirm_timeout: float, *, on_return_raises: bool
+    ) -> None:
+        self._connection = connection
+        self._timeout = confirm_timeout
+        self._channel = _Channel(connection, confirms=True, on_return_raises=on_return_raises)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+class RabbitWorkPublisher(_Publisher):
     """``WorkPublisher`` (§7.1, §7.2): default exchange, routing key = the work queue."""
 
     def __init__(
@@ -285,11 +306,9 @@ class RabbitWorkPublisher:
         *,
         confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
     ) -> None:
-        self._connection = connection
-        self.queue = queue
-        self._timeout = confirm_timeout
         # mandatory + on_return_raises: a message no queue accepts is an error, not a silent drop.
-        self._channel = _Channel(connection, confirms=True, on_return_raises=True)
+        super().__init__(connection, confirm_timeout, on_return_raises=True)
+        self.queue = queue
 
     def __repr__(self) -> str:
         return f"RabbitWorkPublisher(queue={self.queue!r}, broker={self._connection.url!r})"
@@ -314,15 +333,6 @@ class RabbitWorkPublisher:
             raise BrokerError(
                 "failed to publish the work message", detail=f"no broker ack: {confirmation!r}"
             )
-
-    async def close(self) -> None:
-        await self._channel.close()
-
-    async def __aenter__(self) -> RabbitWorkPublisher:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
 
 class _NoMessageId(str):
@@ -375,7 +385,7 @@ def _install_return_filter() -> None:
         logger.addFilter(_RETURN_FILTER)
 
 
-class RabbitEventPublisher:
+class RabbitEventPublisher(_Publisher):
     """``EventPublisher`` (§8.1): the events topic exchange, mandatory, confirmed, persistent."""
 
     def __init__(
@@ -385,10 +395,8 @@ class RabbitEventPublisher:
         *,
         confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT,
     ) -> None:
-        self._connection = connection
+        super().__init__(connection, confirm_timeout, on_return_raises=False)
         self.exchange = exchange
-        self._timeout = confirm_timeout
-        self._channel = _Channel(connection, confirms=True, on_return_raises=False)
 
     def __repr__(self) -> str:
         return f"RabbitEventPublisher(exchange={self.exchange!r}, broker={self._connection.url!r})"
@@ -423,15 +431,6 @@ class RabbitEventPublisher:
             _log_returned_event(confirmation)
             return
         raise BrokerError("failed to publish the event", detail=f"no broker ack: {confirmation!r}")
-
-    async def close(self) -> None:
-        await self._channel.close()
-
-    async def __aenter__(self) -> RabbitEventPublisher:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
 
 class RabbitDelivery:
