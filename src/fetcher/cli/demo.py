@@ -20,9 +20,8 @@ from pathlib import Path
 import httpx
 
 from fetcher.cli.demo_data import build_sample_database
-from fetcher.cli.logs import configure_logging
-from fetcher.cli.run import listen_socket, running
-from fetcher.crypto import KeySet, Redactor, decrypt_object, generate_master_key, hmac_hex
+from fetcher.cli.run import configured_settings, listen_socket, running, startup_refused
+from fetcher.crypto import KeySet, decrypt_object, generate_master_key, hmac_hex
 from fetcher.settings import Settings, StartupRefused
 
 __all__ = ["demo_command"]
@@ -61,11 +60,9 @@ def demo_command(argv: list[str], env: dict[str, str]) -> int:
         "LOG_LEVEL": env.get("LOG_LEVEL", "warn"),
     }
     try:
-        settings = Settings.from_env(demo_env)
-    except StartupRefused as refused:
-        sys.stderr.write(f"startup refused: {refused.reason}\n")
-        return 1
-    configure_logging(settings.log_level, Redactor(secrets=settings.secrets), settings.env_name)
+        settings = configured_settings(demo_env)
+    except StartupRefused as refusal:
+        return startup_refused(refusal)
     try:
         asyncio.run(_demo(settings, sample_dir, workdir, keep=keep))
     except DemoFailure as failure:

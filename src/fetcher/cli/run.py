@@ -18,7 +18,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 
 import h11
 import uvicorn
@@ -36,10 +36,12 @@ from fetcher.worker.main import recover_embedded_jobs, run_worker
 __all__ = [
     "HEADER_TIMEOUT_SECONDS",
     "UNAUTHENTICATED_WARNING",
+    "configured_settings",
     "is_loopback_host",
     "listen_socket",
     "run_command",
     "running",
+    "startup_refused",
     "warn_if_unauthenticated",
 ]
 
@@ -48,16 +50,23 @@ log = logging.getLogger(__name__)
 
 def run_command(env: dict[str, str]) -> int:
     try:
-        settings = Settings.from_env(env)
-    except StartupRefused as refused:
-        sys.stderr.write(f"startup refused: {refused.reason}\n")
-        return 1
+        return asyncio.run(_serve_until_signal(configured_settings(env)))
+    except StartupRefused as refusal:
+        return startup_refused(refusal)
+
+
+def configured_settings(env: Mapping[str, str]) -> Settings:
+    """The §9 settings of ``env``, with logging configured from them (``fetcher run`` and
+    ``fetcher demo``). Raises :class:`StartupRefused`."""
+    settings = Settings.from_env(env)
     configure_logging(settings.log_level, Redactor(secrets=settings.secrets), settings.env_name)
-    try:
-        return asyncio.run(_serve_until_signal(settings))
-    except StartupRefused as refused:
-        sys.stderr.write(f"startup refused: {refused.reason}\n")
-        return 1
+    return settings
+
+
+def startup_refused(refusal: StartupRefused) -> int:
+    """§9.3: one ``startup refused: <reason>`` line on stderr, and exit status 1."""
+    sys.stderr.write(f"startup refused: {refusal.reason}\n")
+    return 1
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
