@@ -8,7 +8,7 @@
 * :class:`~fetcher.manager.middleware.FetcherMiddleware` adds request IDs, the streaming
   1 MiB body limit, CORS, the ``HTTP_MAX_CONNECTIONS`` limit on requests in flight (§13) and
   HTTP metrics with bounded label sets (§2.11).
-* OpenAPI 3.1 at ``/openapi.json``: responses from the models of ``manager/schemas.py``;
+* OpenAPI 3.1 at ``/openapi.json``: responses from the models of ``services/responses.py``;
   request bodies, path IDs, query parameters and headers from the precise JSON Schemas of
   ``manager/openapi.py``, fitted to this deployment (the SQLITE type where it is accepted, the
   configured ``MAX_PAGINATION_LIMIT`` and limit maxima).

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any, Literal
 
 from fetcher.engine import Limits
 from fetcher.engine.filters.parse import MAX_LIKE_PATTERN, MAX_OPERATOR_VALUES
 from fetcher.engine.limits import LIMIT_NAMES
-from fetcher.manager.schemas import parameter
 from fetcher.services import shapes
 from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
+from fetcher.services.responses import ErrorBody
 from fetcher.services.shapes import (
     ANY,
     CONNECTION_TYPES,
@@ -67,10 +68,13 @@ __all__ = [
     "connection_create_schema",
     "connection_update_schema",
     "declare_security",
+    "error_responses",
     "feed_parameters",
     "int_range_pattern",
     "job_request_schema",
+    "json_request_body",
     "list_parameters",
+    "parameter",
     "product_header_parameter",
     "request_components",
     "schemas_parameter",
@@ -131,6 +135,54 @@ def _same_width(low: str, high: str) -> list[str]:
 
 def _digit_class(low: str, high: str) -> str:
     return low if low == high else f"[{low}-{high}]"
+
+
+# --- route fragments: error answers, JSON bodies, parameters ------------------------------
+
+_ERROR_TEXT = {
+    400: "Validation error (FET-0001, FET-04xx, FET-10xx)",
+    404: "Not found (FET-1001 entity, FET-0005 route)",
+    405: "Method not allowed (FET-0008), with an Allow header",
+    409: "Conflict (FET-0004, FET-1002, FET-1015, FET-1021)",
+    413: "Payload too large (FET-0007)",
+    415: "Unsupported media type (FET-0009)",
+    422: "Schema validation failed (FET-1060)",
+    429: "Too many requests (FET-0006), with a Retry-After header",
+    500: "Internal server error (FET-0002)",
+    502: "Datasource error (FET-1041, FET-1042)",
+    503: "Service unavailable (FET-0003)",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` entries with the §2.2 body for ``statuses`` plus 500 and 503."""
+    codes = sorted({*statuses, 500, 503})
+    return {s: {"model": ErrorBody, "description": _ERROR_TEXT[s]} for s in codes}
+
+
+def json_request_body(component: str, *, required: bool = True) -> dict[str, Any]:
+    """``openapi_extra`` for a JSON body parsed by the route itself (§2.1); ``component`` is a
+    ``components.schemas`` entry of :func:`request_components`."""
+    content = {"application/json": {"schema": {"$ref": f"#/components/schemas/{component}"}}}
+    return {"requestBody": {"required": required, "content": content}}
+
+
+def parameter(
+    name: str,
+    where: Literal["path", "query", "header"],
+    description: str,
+    *,
+    required: bool = False,
+    schema: Schema | None = None,
+) -> Schema:
+    """One OpenAPI parameter object (routes read their parameters themselves)."""
+    return {
+        "name": name,
+        "in": where,
+        "required": required or where == "path",
+        "description": description,
+        "schema": schema or {"type": "string"},
+    }
 
 
 def _optional(pattern: str) -> str:

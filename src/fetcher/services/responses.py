@@ -2,7 +2,7 @@
 
 One pydantic model per response body, declared once: :func:`shape` builds a response from its
 model (members left out are omitted, as the contract's omitted-when-empty members are), and
-``/openapi.json`` publishes the same models (:mod:`fetcher.manager.schemas`).
+``/openapi.json`` publishes the same models (the routes name them in their ``responses``).
 """
 
 from __future__ import annotations

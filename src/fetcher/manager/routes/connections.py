@@ -24,22 +24,22 @@ from fetcher.manager.deps import (
 from fetcher.manager.openapi import (
     CONNECTION_ID,
     LIST_DESCRIPTION,
+    error_responses,
+    json_request_body,
     list_parameters,
     product_header_parameter,
     schemas_parameter,
 )
 from fetcher.manager.responses import json_response
-from fetcher.manager.schemas import (
+from fetcher.services.access import require_product, require_unrestricted
+from fetcher.services.connections import connection_response
+from fetcher.services.responses import (
     ConnectionPage,
     ConnectionResponse,
     SchemaResponse,
     TestResult,
     ValidateSchemaSuccess,
-    error_responses,
-    json_request_body,
 )
-from fetcher.services.access import require_product, require_unrestricted
-from fetcher.services.connections import connection_response
 
 __all__ = ["router"]
 

@@ -7,9 +7,9 @@ from starlette.responses import Response
 
 from fetcher.manager.auth import EventsRead
 from fetcher.manager.deps import RuntimeDep, parse_feed_query
-from fetcher.manager.openapi import feed_parameters
-from fetcher.manager.schemas import FeedPage, error_responses
+from fetcher.manager.openapi import error_responses, feed_parameters
 from fetcher.services.feed import render_page_async
+from fetcher.services.responses import FeedPage
 
 __all__ = ["router"]
 

@@ -7,9 +7,9 @@ from starlette.responses import Response
 
 from fetcher.manager.auth import JobsRead, JobsWrite
 from fetcher.manager.deps import RuntimeDep, parse_job_id, read_json_object, request_id
-from fetcher.manager.openapi import JOB_ID
+from fetcher.manager.openapi import JOB_ID, error_responses, json_request_body
 from fetcher.manager.responses import json_response
-from fetcher.manager.schemas import JobAccepted, JobResponse, error_responses, json_request_body
+from fetcher.services.responses import JobAccepted, JobResponse
 
 __all__ = ["router"]
 

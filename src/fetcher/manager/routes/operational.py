@@ -10,15 +10,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from fetcher.manager.deps import RuntimeDep
-from fetcher.manager.schemas import (
-    ErrorBody,
-    HealthBody,
-    ReadyzBody,
-    VersionBody,
-    error_responses,
-    parameter,
-)
+from fetcher.manager.openapi import error_responses, parameter
 from fetcher.services.operational import Operations, Reply
+from fetcher.services.responses import ErrorBody, HealthBody, ReadyzBody, VersionBody
 
 __all__ = ["router"]
 
