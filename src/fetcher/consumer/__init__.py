@@ -14,23 +14,9 @@ a consumer can depend on it without the server.
                 for datasource, table, row in result.rows(): ...
 """
 
+from fetcher.consumer import errors
 from fetcher.consumer.dedup import Deduplicator, MemoryDeduplicator, PostgresDeduplicator
-from fetcher.consumer.errors import (
-    BadSignatureError,
-    ConsumerError,
-    EventError,
-    EventTimeError,
-    FutureEventError,
-    IntegrityError,
-    MalformedEventError,
-    MissingHeaderError,
-    ResultError,
-    ResultFormatError,
-    ResultNotFoundError,
-    StaleEventError,
-    TenantMismatchError,
-    UnknownSchemaVersionError,
-)
+from fetcher.consumer.errors import *  # noqa: F403 - the closed error taxonomy, errors.__all__
 from fetcher.consumer.events import (
     Envelope,
     Integrity,
@@ -72,19 +58,5 @@ __all__ = [
     "S3Source",
     "VerifiedResult",
     "open_result",
-    # errors
-    "BadSignatureError",
-    "ConsumerError",
-    "EventError",
-    "EventTimeError",
-    "FutureEventError",
-    "IntegrityError",
-    "MalformedEventError",
-    "MissingHeaderError",
-    "ResultError",
-    "ResultFormatError",
-    "ResultNotFoundError",
-    "StaleEventError",
-    "TenantMismatchError",
-    "UnknownSchemaVersionError",
 ]
+__all__ += errors.__all__  # the whole closed error taxonomy
