@@ -13,6 +13,7 @@ request, so short-lived tokens can be refreshed); a 401 raises ``AuthenticationE
 403 ``PermissionDeniedError``.
 """
 
+from fetcher.client import errors
 from fetcher.client._core import ROUTES, Route, Submission
 from fetcher.client.client import (
     AsyncFetcherClient,
@@ -20,20 +21,7 @@ from fetcher.client.client import (
     FetcherClient,
     TokenSource,
 )
-from fetcher.client.errors import (
-    ApiError,
-    AuthenticationError,
-    BadRequestError,
-    ConflictError,
-    FetcherError,
-    NotFoundError,
-    PermissionDeniedError,
-    RateLimitError,
-    SchemaValidationError,
-    ServerError,
-    TransportError,
-    WaitTimeoutError,
-)
+from fetcher.client.errors import *  # noqa: F403 - the error taxonomy, errors.__all__
 
 __all__ = [
     "ROUTES",
@@ -43,17 +31,5 @@ __all__ = [
     "Route",
     "Submission",
     "TokenSource",
-    # errors
-    "ApiError",
-    "AuthenticationError",
-    "BadRequestError",
-    "ConflictError",
-    "FetcherError",
-    "NotFoundError",
-    "PermissionDeniedError",
-    "RateLimitError",
-    "SchemaValidationError",
-    "ServerError",
-    "TransportError",
-    "WaitTimeoutError",
 ]
+__all__ += errors.__all__  # the typed errors (§2.2, §2.3)

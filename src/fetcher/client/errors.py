@@ -36,7 +36,6 @@ __all__ = [
     "ServerError",
     "TransportError",
     "WaitTimeoutError",
-    "error_from_response",
 ]
 
 
