@@ -8,6 +8,7 @@ itself.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -21,6 +22,7 @@ __all__ = [
     "DISCOVERY_TIMEOUT_SECONDS",
     "NetworkConnector",
     "Phase",
+    "ServerNameContext",
     "engine_error",
     "mysql_schema_excluded",
     "oracle_owner_excluded",
@@ -38,6 +40,29 @@ CONNECT_TIMEOUT_SECONDS = 10
 DISCOVERY_TIMEOUT_SECONDS = 30
 #: §4.3 step 3: rows are streamed in batches; the size is implementation-defined.
 DEFAULT_BATCH_SIZE = 2_000
+
+
+class ServerNameContext(ssl.SSLContext):
+    """An SSLContext that decides, at wrap time, the server name the TLS session presents for
+    SNI and checks the certificate against (:meth:`server_name`), whatever address the driver
+    dialled: with the SSRF guard the vetted IP is dialled and the connection's host name is kept
+    for TLS (§2.9.1 rule 3). The base keeps the driver's name."""
+
+    def server_name(self, requested: str | bytes | None) -> str | bytes | None:
+        """The name to use instead of ``requested`` (the one the driver passed)."""
+        return requested
+
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        name = self.server_name(server_hostname)
+        return super().wrap_bio(incoming, outgoing, server_side, name, session)
+
 
 #: §11.3: PostgreSQL system schemas (``pg_toast*`` is matched by prefix).
 _PG_SYSTEM_SCHEMAS = frozenset({"pg_catalog", "information_schema"})

@@ -57,6 +57,7 @@ from fetcher.adapters.sql._common import (
     DISCOVERY_TIMEOUT_SECONDS,
     NetworkConnector,
     Phase,
+    ServerNameContext,
     engine_error,
     mysql_schema_excluded,
     translate_errors,
@@ -349,23 +350,15 @@ _TLS_REQUIRED = frozenset({"true", "skip-verify"})
 _TLS_MODES = frozenset({"", "false", "true", "skip-verify", "preferred"})
 
 
-class _PinnedNameContext(ssl.SSLContext):
+class _PinnedNameContext(ServerNameContext):
     """An SSLContext that presents ``sni_name`` (the connection's host name) for SNI and
     hostname verification, whatever host the driver dialled: with the SSRF guard the driver
     dials the pinned IP, and the name is never resolved again (§2.9.1 rule 3)."""
 
     sni_name: str | None = None
 
-    def wrap_bio(
-        self,
-        incoming: ssl.MemoryBIO,
-        outgoing: ssl.MemoryBIO,
-        server_side: bool = False,
-        server_hostname: str | bytes | None = None,
-        session: ssl.SSLSession | None = None,
-    ) -> ssl.SSLObject:
-        name = self.sni_name if self.sni_name else server_hostname
-        return super().wrap_bio(incoming, outgoing, server_side, name, session)
+    def server_name(self, requested: str | bytes | None) -> str | bytes | None:
+        return self.sni_name if self.sni_name else requested
 
 
 def build_tls_context(tls: TlsSettings | None, host: str | None) -> ssl.SSLContext | None:

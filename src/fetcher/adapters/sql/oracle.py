@@ -38,6 +38,7 @@ from fetcher.adapters.sql._common import (
     DISCOVERY_TIMEOUT_SECONDS,
     NetworkConnector,
     Phase,
+    ServerNameContext,
     engine_error,
     oracle_owner_excluded,
     oracle_table_excluded,
@@ -211,7 +212,7 @@ def driver_param(value: object) -> object:
 # --------------------------------------------------------------------------------------------
 
 
-class _NamedHostContext(ssl.SSLContext):
+class _NamedHostContext(ServerNameContext):
     """An SSLContext that checks the certificate against ``verify_name`` whatever address was
     dialed (§2.9.1 rule 3: the vetted IP is dialed, the name is kept for SNI and verification).
 
@@ -222,16 +223,9 @@ class _NamedHostContext(ssl.SSLContext):
 
     verify_name: str = ""
 
-    def wrap_bio(
-        self,
-        incoming: ssl.MemoryBIO,
-        outgoing: ssl.MemoryBIO,
-        server_side: bool = False,
-        server_hostname: str | bytes | None = None,
-        session: ssl.SSLSession | None = None,
-    ) -> ssl.SSLObject:
+    def server_name(self, requested: str | bytes | None) -> str:
         self.check_hostname = True
-        return super().wrap_bio(incoming, outgoing, server_side, self.verify_name, session)
+        return self.verify_name
 
 
 def _load_client_cert(context: ssl.SSLContext, cert: str, key: str) -> None:
