@@ -266,27 +266,27 @@ def _boolean(value: object) -> object:
     return _stored(value)
 
 
+def _iso_text(value: object, parse: Callable[[str], _T], encode: Callable[[_T], str]) -> object:
+    """``encode(parse(value))`` for text that parses, else the value as stored."""
+    if isinstance(value, str):
+        try:
+            return encode(parse(value))
+        except ValueError:
+            pass
+    return _stored(value)
+
+
 def _timestamp(value: object) -> object:
     """Declared DATETIME/TIMESTAMP text in an ISO form → RFC 3339 UTC (§5.3; naive = UTC).
 
     SQLite has no timestamp storage class: text that does not parse as ISO 8601 (and
     numbers) is returned as stored rather than guessed at."""
-    if isinstance(value, str):
-        try:
-            return encode_datetime(datetime.fromisoformat(value))
-        except ValueError:
-            pass
-    return _stored(value)
+    return _iso_text(value, datetime.fromisoformat, encode_datetime)
 
 
 def _date(value: object) -> object:
     """Declared DATE text: ``YYYY-MM-DD`` when it parses as a date, else as stored."""
-    if isinstance(value, str):
-        try:
-            return encode_date(date.fromisoformat(value))
-        except ValueError:
-            pass
-    return _stored(value)
+    return _iso_text(value, date.fromisoformat, encode_date)
 
 
 _CONVERTERS: dict[TypeFamily, Callable[[object], object]] = {
