@@ -16,13 +16,11 @@ PATCH merges the body into the stored record first (§2.6.5): an absent field is
 not missing. Stored values that the body does not touch are re-checked only for cross-field
 consistency (type support and TLS vocabulary); stored secrets are never re-validated.
 
-The SQLITE location rule (§2.5.1) is the one check here that touches the file system.
+The SQLITE location rule (§2.5.1) reads the file system; it is :mod:`fetcher.services.sqlite_files`.
 """
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -63,6 +61,7 @@ from fetcher.services.shapes import (
     pem,
     required_fields,
 )
+from fetcher.services.sqlite_files import sqlite_location_ok  # re-exported for ConnectionService
 
 __all__ = [
     "SQLITE_LOCATION_MESSAGE",
@@ -78,8 +77,6 @@ __all__ = [
 #: §2.5.1 (exact).
 SQLITE_LOCATION_MESSAGE = "databaseName must be a readable SQLite file in the allowed directory"
 
-#: §2.5: on MONGODB, ``userName`` and ``password`` are optional together.
-_SQLITE_HEADER = b"SQLite format 3\x00"
 _PEM_FIELDS = {name: pem(name) for name in ("ca", "cert", "key")}
 
 T = TypeVar("T")
@@ -197,29 +194,6 @@ def validate_product_header(value: str | None, *, required: bool) -> str | None:
         return PRODUCT_HEADER.check(value)
     except Invalid as exc:
         raise invalid_header(exc.message) from None
-
-
-def sqlite_location_ok(
-    path: str, *, allowed_dir: str, metadata_store_path: str | None = None
-) -> bool:
-    """§2.5.1 location rules: an absolute path whose realpath lies inside
-    ``realpath(allowed_dir)`` and names a regular, readable SQLite file that is not the metadata
-    store's own file; its last component is not a symbolic link (version 2, §13). Hosts call it
-    again before every open (the re-check row)."""
-    if not os.path.isabs(path) or os.path.islink(path):
-        return False
-    try:
-        real = os.path.realpath(path)
-        base = os.path.realpath(allowed_dir)
-        if real == base or os.path.commonpath([real, base]) != base:
-            return False
-        info = os.stat(real)
-        if not stat.S_ISREG(info.st_mode) or _is_metadata_store(info, metadata_store_path):
-            return False
-        with open(real, "rb") as handle:
-            return handle.read(len(_SQLITE_HEADER)) == _SQLITE_HEADER
-    except (OSError, ValueError):
-        return False
 
 
 # --- merge (PATCH) ------------------------------------------------------------------------
@@ -533,14 +507,3 @@ def _ssl_mode_text(value: object) -> str:
     if not isinstance(value, str):
         raise Invalid("ssl.mode must be a string")
     return value.strip()
-
-
-def _is_metadata_store(info: os.stat_result, metadata_store_path: str | None) -> bool:
-    """§2.5.1: the metadata store's own file, by path or by inode (hard links included)."""
-    if not metadata_store_path:
-        return False
-    try:
-        store = os.stat(os.path.realpath(metadata_store_path))
-    except (OSError, ValueError):
-        return False
-    return (store.st_dev, store.st_ino) == (info.st_dev, info.st_ino)

@@ -8,7 +8,6 @@ filter-reference checks against a schema belong to the Worker and are not made h
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -27,8 +26,8 @@ from fetcher.services.errors import (
     missing_fields,
     unexpected_fields,
 )
-from fetcher.services.jsontext import compact_json
 from fetcher.services.principal import ANONYMOUS, Principal
+from fetcher.services.request_hash import canonical_request, request_hash
 from fetcher.services.shapes import (
     MAX_FIELD_NAME,
     MAX_METADATA_KEY,
@@ -40,10 +39,8 @@ __all__ = [
     "MappedFields",
     "MetadataProblem",
     "ValidatedJob",
-    "canonical_request",
     "metadata_error",
     "metadata_problems",
-    "request_hash",
     "validate_job_request",
 ]
 
@@ -323,28 +320,3 @@ def _parse_filters(raw: Mapping[str, object] | None, mapped: MappedFields) -> Fi
         raise invalid_filter_references(exc.message) from exc
     except EngineError as exc:
         raise invalid_data_request(exc.message) from exc
-
-
-# --- §3.8 request hash --------------------------------------------------------------------
-
-
-def canonical_request(
-    mapped_fields: Mapping[str, object],
-    metadata: Mapping[str, object],
-    *,
-    filters: Mapping[str, object] | None = None,
-    limits: Mapping[str, object] | None = None,
-) -> dict[str, object]:
-    """§3.8 canonical object ``{"dataRequest": D, "metadata": M}``; empty parts are left out."""
-    data_request: dict[str, object] = {"mappedFields": mapped_fields}
-    if filters:
-        data_request["filters"] = filters
-    if limits:
-        data_request["limits"] = limits
-    return {"dataRequest": data_request, "metadata": metadata}
-
-
-def request_hash(body_parts: Mapping[str, object]) -> str:
-    """§3.8: SHA-256 (lower-case hex) of the canonical object serialized with sorted keys."""
-    text = compact_json(body_parts, sort_keys=True)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()

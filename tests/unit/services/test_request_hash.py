@@ -8,7 +8,8 @@ import pytest
 
 from fetcher.engine.limits import DEFAULT_LIMITS
 from fetcher.manager.json_body import parse_json_object
-from fetcher.services.job_validation import canonical_request, request_hash, validate_job_request
+from fetcher.services.job_validation import validate_job_request
+from fetcher.services.request_hash import canonical_request, request_hash
 
 VECTOR = "d8d0ea87a9bdf5eafa220046160870734af52bd1871419bafb93d677103e88af"
 
