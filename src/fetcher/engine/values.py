@@ -119,18 +119,16 @@ def parse_json_exact(text: str | bytes) -> object:
     ``float`` when ``repr`` gives back the same text, and becomes :class:`ExactNumber` otherwise
     (``1.10``, ``1E5``, ``-0``). Keys are sorted later by the serializer (§5.4).
     """
-    if isinstance(text, bytes | bytearray):  # as json.loads does: UTF-8/16/32 by detection
-        text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
     # One decoder for every value: json.loads with hooks builds a new one per call, which
     # costs more than parsing a small document (a JSON column of 1 M rows).
-    return _EXACT_DECODER.decode(text)
+    return _EXACT_DECODER.decode(_json_text(text))
 
 
-_EXACT_DECODER = json.JSONDecoder(
-    parse_float=_exact_float,
-    parse_int=_exact_int,
-    parse_constant=_non_finite_constant,
-)
+def _json_text(text: str | bytes) -> str:
+    """``text`` as ``json.loads`` reads it: bytes decoded as UTF-8/16/32 by detection."""
+    if isinstance(text, bytes | bytearray):
+        return bytes(text).decode(json.detect_encoding(text), "surrogatepass")
+    return text
 
 
 def _exact_fraction(text: str) -> ExactNumber:
@@ -149,16 +147,9 @@ def parse_json_exact_fractions(text: str | bytes) -> object:
     §5.4 bytes. A value without floats can be written by a C encoder (orjson) that formats
     floats its own way: a connector marks such columns (``RowBatch.json_columns``).
     """
-    if isinstance(text, bytes | bytearray):
-        text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
-    return _FRACTIONS_DECODER.decode(text)
+    return _FRACTIONS_DECODER.decode(_json_text(text))
 
 
-_FRACTIONS_DECODER = json.JSONDecoder(
-    parse_float=_exact_fraction,
-    parse_int=_exact_int,
-    parse_constant=_non_finite_constant,
-)
 _NULL_FOR_NONE: Final[dict[object, str]] = {None: "null"}
 
 
@@ -175,6 +166,9 @@ def _column_decoder(
 
 
 _COLUMN_DECODERS: Final = {ints: _column_decoder(canonical_ints=ints) for ints in (False, True)}
+#: The decoders of :func:`parse_json_exact` and :func:`parse_json_exact_fractions`.
+_EXACT_DECODER: Final = _column_decoder(canonical_ints=False, parse_float=_exact_float)
+_FRACTIONS_DECODER: Final = _COLUMN_DECODERS[False]
 
 
 def parse_json_column(
