@@ -211,6 +211,18 @@ def _flat_encoder(level: int) -> Callable[[object, int], list[str]]:
 _FLAT_ENCODERS: Final[dict[int, Callable[[object, int], list[str]]]] = {}
 
 
+def _c_flat_text(value: object, items: Iterable[object], level: int) -> str | None:
+    """The C encoder's text of ``value`` at ``level`` (:func:`_flat_encoder`) when each of
+    ``items`` (its scalars) is a plain scalar; ``None`` otherwise, or when the encoder refuses
+    a value (non-finite float, huge integer, mixed keys)."""
+    if not _FLAT_TYPES.issuperset(map(type, items)):
+        return None
+    try:
+        return "".join(_flat_encoder(level)(value, 0))
+    except (TypeError, ValueError):
+        return None
+
+
 def _flat_text(value: object, level: int) -> str | None:
     """The §5.4 text of a ``dict``/``list``/``tuple`` whose items are all plain scalars, through
     the C encoder; ``None`` for anything else, or a value the C encoder refuses (non-finite
@@ -222,11 +234,8 @@ def _flat_text(value: object, level: int) -> str | None:
         items = value
     else:
         return None
-    if not _FLAT_TYPES.issuperset(map(type, items)):
-        return None
-    try:
-        text = "".join(_flat_encoder(level)(value, 0))
-    except (TypeError, ValueError):
+    text = _c_flat_text(value, items, level)
+    if text is None:
         return None
     if len(text) == 2:  # {} or []
         return text
@@ -418,12 +427,8 @@ def _dicts_text(rows: Sequence[Row]) -> str | None:
     batch = rows if type(rows) is list else list(rows)
     if not (_DICT_TYPE.issuperset(map(type, batch)) and all(batch)):
         return None
-    values = chain.from_iterable(map(dict.values, batch))
-    if not _FLAT_TYPES.issuperset(map(type, values)):
-        return None
-    try:
-        text = "".join(_flat_encoder(ROW_DEPTH)(batch, 0))
-    except (TypeError, ValueError):
+    text = _c_flat_text(batch, chain.from_iterable(map(dict.values, batch)), ROW_DEPTH)
+    if text is None:
         return None
     return _ROW_OPEN + text[2:-2].replace(_RAW_ROW_JOIN, _ROW_JOIN) + _ROW_CLOSE
 
