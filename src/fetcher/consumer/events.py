@@ -132,8 +132,20 @@ class ResultInfo:
     protection: Protection
 
 
+class _EventKey:
+    """The deduplication key both verified events carry."""
+
+    __slots__ = ()
+    envelope: Envelope
+
+    @property
+    def ce_id(self) -> str:
+        """The deduplication key (§8.4), bound to the signed body."""
+        return self.envelope.id
+
+
 @dataclass(frozen=True, slots=True)
-class JobCompleted:
+class JobCompleted(_EventKey):
     """A verified ``job.completed`` (§8.2)."""
 
     job_id: str
@@ -145,14 +157,9 @@ class JobCompleted:
     body: bytes
     status: Literal["completed"] = "completed"
 
-    @property
-    def ce_id(self) -> str:
-        """The deduplication key (§8.4), bound to the signed body."""
-        return self.envelope.id
-
 
 @dataclass(frozen=True, slots=True)
-class JobFailed:
+class JobFailed(_EventKey):
     """A verified ``job.failed`` (§8.3); ``error_message`` is ``metadata.error.message``."""
 
     job_id: str
@@ -161,10 +168,6 @@ class JobFailed:
     envelope: Envelope
     body: bytes
     status: Literal["failed"] = "failed"
-
-    @property
-    def ce_id(self) -> str:
-        return self.envelope.id
 
 
 JobEvent = JobCompleted | JobFailed
