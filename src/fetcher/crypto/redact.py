@@ -416,8 +416,11 @@ class Redactor:
         """A new redactor that also knows ``secrets`` and ``hosts``."""
         return Redactor((*self._secrets, *secrets), (*self._hosts, *hosts))
 
-    def _redact_literals(self, text: str) -> str:
-        """Step 1 on the whole text: every occurrence (overlaps included) of every value."""
+    def redact_known(self, text: str) -> str:
+        """§8.7 step 1 alone, on the whole text: every occurrence (overlaps included) of every
+        known secret and host, and nothing else (no pattern step, no cut). For a driver's error
+        detail kept for operators, where addresses stay readable; :meth:`redact` runs where
+        the text is shown."""
         if not self._literals:
             return text
         spans: list[tuple[int, int]] = []
@@ -439,7 +442,7 @@ class Redactor:
 
         A ``[redacted]`` already in ``text`` is an earlier redaction's output and is inert.
         """
-        text = self._redact_literals(text.replace(REDACTED, _INERT))
+        text = self.redact_known(text.replace(REDACTED, _INERT))
         return _pattern_steps(text[:MAX_PATTERN_INPUT])
 
     async def redact_async(self, text: str) -> str:
