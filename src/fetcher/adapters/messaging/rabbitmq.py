@@ -31,6 +31,7 @@ from typing import Any, Self
 from urllib.parse import quote
 
 from fetcher.adapters.messaging._queues import get_or_stop
+from fetcher.crypto import REDACTED, Redactor
 from fetcher.engine.errors import EngineError, ErrorCategory
 from fetcher.services.runtime_ports import Delivery
 
@@ -83,11 +84,9 @@ class BrokerError(EngineError):
 
 
 def _scrub(text: str, secrets: Iterable[str]) -> str:
-    text = _USERINFO.sub("[redacted]@", text)
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
+    """A driver text without URL userinfo (§9.2) nor any occurrence of ``secrets`` (the §8.7
+    known-value step of :class:`~fetcher.crypto.Redactor`); hosts stay readable."""
+    return Redactor(secrets).redact_known(_USERINFO.sub(f"{REDACTED}@", text))
 
 
 @contextlib.contextmanager

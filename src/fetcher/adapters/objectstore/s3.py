@@ -26,6 +26,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any
 
+from fetcher.crypto import Redactor
 from fetcher.engine.errors import EngineError, ErrorCategory
 from fetcher.services.runtime_ports import ObjectWriter
 
@@ -48,13 +49,6 @@ CHECK_FAILED = "object storage is not reachable"
 _MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 
 
-def _scrub(text: str, secrets: Iterable[str | None]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
-
-
 def _describe(exc: BaseException) -> str:
     """A short, credential-free text for a botocore / aiohttp exception."""
     response = getattr(exc, "response", None)
@@ -69,6 +63,12 @@ def _describe(exc: BaseException) -> str:
         if parts:
             return ": ".join(dict.fromkeys(parts))
     return str(exc) or type(exc).__name__
+
+
+def _detail(exc: BaseException, secrets: Iterable[str | None]) -> str:
+    """:func:`_describe` with every occurrence of each credential in ``secrets`` replaced by
+    ``[redacted]`` (the §8.7 known-value step of :class:`~fetcher.crypto.Redactor`)."""
+    return Redactor(secret for secret in secrets if secret).redact_known(_describe(exc))
 
 
 def error_code(exc: BaseException) -> str:
@@ -97,7 +97,7 @@ def map_s3_errors(message: str, *, secrets: Iterable[str | None] = ()) -> Iterat
     except EngineError:
         raise
     except (ClientError, BotoCoreError, HttpError, OSError, TimeoutError, ValueError) as exc:
-        detail = _scrub(_describe(exc), secrets)
+        detail = _detail(exc, secrets)
         raise EngineError(ErrorCategory.UNAVAILABLE, message, detail=detail) from exc
 
 
@@ -203,7 +203,7 @@ class _MultipartWriter:
                     )
                 await self._client.delete_object(Bucket=bucket, Key=self._key)
         except Exception as exc:  # best effort: the write already failed
-            detail = _scrub(_describe(exc), self._store.secrets)
+            detail = _detail(exc, self._store.secrets)
             log.warning("object storage clean-up after a failed write failed: %s", detail)
 
 
