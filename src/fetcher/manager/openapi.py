@@ -35,29 +35,20 @@ from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_W
 from fetcher.services.responses import ErrorBody
 from fetcher.services.shapes import (
     ANY,
-    CONNECTION_TYPES,
-    CREDENTIALS,
     FEED_CURSOR_PATTERN,
     MAX_METADATA_FILTER_VALUE,
     MAX_METADATA_KEY,
-    MAX_METADATA_VALUE,
     MAX_TABLE_NAME,
     MAX_VALIDATION_DATASOURCES,
     MAX_VALIDATION_FIELDS,
     MAX_VALIDATION_TABLES,
-    MONGODB,
     NO_NUL,
     NW,
     QUERY_INT_DIGITS,
-    RESERVED_METADATA,
-    SCHEMA_TYPES,
-    SQLITE,
-    SSL_MODES,
     UUID_PATTERN,
     WS,
     WS_CHARS,
     Schema,
-    required_fields,
     string,
     trimmed,
 )
@@ -81,16 +72,11 @@ __all__ = [
     "validate_schema_request_schema",
 ]
 
-_WS = WS  # the whitespace class, read by the agreement tests
-#: §2.1: integer literals have at most 19 digits.
-_MAX_INT = 10**19 - 1
-
-
 _NULL: Schema = {"type": "null"}
 _EMPTY_OBJECT: Schema = {"type": "object", "maxProperties": 0}
 
 
-def _nullable(schema: Schema) -> Schema:
+def nullable(schema: Schema) -> Schema:
     return {"anyOf": [_NULL, schema]}
 
 
@@ -317,115 +303,67 @@ def schemas_parameter() -> Schema:
     )
 
 
-# --- connection bodies (§2.5) -------------------------------------------------------------
+# --- connection bodies (§2.5): one branch per type, from shapes.TYPES ----------------------
 
-_CONFIG_NAME = shapes.CONFIG_NAME.schema
-_HOST = shapes.HOST.schema
-_PORT = shapes.PORT.schema
-_DATABASE_NAME = shapes.DATABASE_NAME.schema
-SQLITE_PATH = shapes.SQLITE_PATH_SCHEMA
-_SCHEMA_FIELD = shapes.SCHEMA.schema
-_NO_SCHEMA = _nullable(string(f"^{WS}*$", description="Not supported for this type."))
-_USER_NAME = shapes.USER_NAME.schema
-_PASSWORD = shapes.PASSWORD.schema
+_NO_SCHEMA = nullable(string(f"^{WS}*$", description="Not supported for this type."))
 _PEM = shapes.pem("ca").schema
 _NO_PEM: Schema = {"enum": [None, ""]}
 _PEM_OR_NONE: Schema = {"anyOf": [_NO_PEM, _PEM]}
-_RESERVED = shapes.RESERVED_VALUE.schema
-_METADATA_VALUE: Schema = {
-    "type": ["string", "number", "boolean", "null"],
-    "maxLength": MAX_METADATA_VALUE,
-    "pattern": NO_NUL,
-    "minimum": -_MAX_INT,
-    "maximum": _MAX_INT,
+#: The fields a server-based type has and a SQLITE file lacks (§2.5).
+_NETWORK: dict[str, Schema] = {
+    "host": shapes.HOST.schema,
+    "port": shapes.PORT.schema,
+    "userName": shapes.USER_NAME.schema,
+    "password": shapes.PASSWORD.schema,
 }
-_METADATA_KEYS: Schema = {"minLength": 1, "maxLength": MAX_METADATA_KEY, "pattern": NO_NUL}
 
 
-def _metadata(*, required_source: bool = False, reserved: bool = False) -> Schema:
-    """A flat metadata map (§2.5): keys 1-100 characters, scalar values (strings ≤ 2000)."""
-    schema: Schema = {
-        "type": "object",
-        "propertyNames": _METADATA_KEYS,
-        "additionalProperties": _METADATA_VALUE,
-    }
-    if reserved:
-        schema["properties"] = {key: _nullable(_RESERVED) for key in RESERVED_METADATA}
-    if required_source:
-        schema["required"] = ["source"]
-        schema["properties"] = {
-            "source": string(
-                f"^{ANY}*{NW}{ANY}*$",
-                maxLength=2000,
-                description="The owning product (compared trimmed and lower-cased).",
-            )
-        }
-    return schema
-
-
-def _ssl(kind: str | None, modes: Sequence[str]) -> Schema:
-    """``ssl``: ``null``/``{}`` for none, else ``mode`` (the type's §11.2 vocabulary, or ``""``)
-    with optional PEM ``ca`` and ``cert``/``key`` given together."""
+def _ssl(modes: Sequence[str], *, pem: bool = True) -> Schema:
+    """``ssl``: ``null``/``{}`` for none, else ``mode`` (the §11.2 vocabulary ``modes``, or
+    ``""``) with optional PEM ``ca`` and ``cert``/``key`` given together; no PEM without TLS."""
     vocabulary = "|".join(re.escape(m) for m in modes)
     mode = string(trimmed(f"(?:{vocabulary})?" if vocabulary else ""))
-    if kind == SQLITE:
-        settings: Schema = {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["mode"],
-            "properties": {"mode": mode, "ca": _NO_PEM, "cert": _NO_PEM, "key": _NO_PEM},
-        }
-    else:
-        settings = {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["mode"],
-            "properties": {
-                "mode": mode,
-                "ca": _PEM_OR_NONE,
-                "cert": _PEM_OR_NONE,
-                "key": _PEM_OR_NONE,
-            },
-            "anyOf": [
-                {"properties": {"cert": _NO_PEM, "key": _NO_PEM}},
-                {"required": ["cert", "key"], "properties": {"cert": _PEM, "key": _PEM}},
-            ],
-        }
+    texts = dict.fromkeys(("ca", "cert", "key"), _PEM_OR_NONE if pem else _NO_PEM)
+    settings: Schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["mode"],
+        "properties": {"mode": mode, **texts},
+    }
+    if pem:
+        settings["anyOf"] = [
+            {"properties": {"cert": _NO_PEM, "key": _NO_PEM}},
+            {"required": ["cert", "key"], "properties": {"cert": _PEM, "key": _PEM}},
+        ]
     return {"anyOf": [_NULL, _EMPTY_OBJECT, settings]}
 
 
 def _create_branch(kind: str) -> Schema:
-    """One ``type``'s create body (§2.5)."""
+    """One ``type``'s create body (§2.5), from its :class:`~fetcher.services.shapes.TypeRules`."""
+    rules = shapes.TYPES[kind]
+    reserved = {key: nullable(shapes.RESERVED_VALUE.schema) for key in shapes.RESERVED_METADATA}
+    reserved |= dict.fromkeys(rules.required_metadata, shapes.RESERVED_VALUE.schema)
+    metadata = shapes.metadata_schema(reserved, list(rules.required_metadata))
     properties: Schema = {
-        "configName": _CONFIG_NAME,
+        "configName": shapes.CONFIG_NAME.schema,
         "type": string(trimmed(re.escape(kind)), description=f"`{kind}`"),
+        "databaseName": shapes.SQLITE_PATH_SCHEMA if rules.file else shapes.DATABASE_NAME.schema,
+        "schema": shapes.SCHEMA.schema if rules.schema else _NO_SCHEMA,
+        "ssl": _ssl(rules.ssl_modes, pem=not rules.file),
+        "metadata": metadata if rules.required_metadata else nullable(metadata),
     }
-    required = required_fields(kind)
-    if kind == SQLITE:
-        properties["databaseName"] = SQLITE_PATH
-        properties["ssl"] = _ssl(kind, ())
-    else:
-        properties |= {"host": _HOST, "port": _PORT, "databaseName": _DATABASE_NAME}
-        properties |= {"userName": _USER_NAME, "password": _PASSWORD}
-        properties["ssl"] = _ssl(kind, SSL_MODES[kind])
-    properties["schema"] = _SCHEMA_FIELD if kind in SCHEMA_TYPES else _NO_SCHEMA
-    if kind == "ORACLE":
-        metadata = _metadata(reserved=True)
-        metadata["required"] = ["serviceName"]
-        metadata["properties"]["serviceName"] = _RESERVED
-        properties["metadata"] = metadata
-        required.append("metadata")
-    else:
-        properties["metadata"] = _nullable(_metadata(reserved=True))
+    if not rules.file:
+        properties |= {name: _NETWORK[name] for name in shapes.NETWORK_FIELDS}
     branch: Schema = {
         "title": f"{kind} connection",
         "type": "object",
         "additionalProperties": False,
-        "required": required,
+        "required": shapes.required_fields(kind)
+        + (["metadata"] if rules.required_metadata else []),
         "properties": properties,
     }
-    if kind == MONGODB:  # §2.5: userName and password are optional together
-        user, password = CREDENTIALS
+    if rules.optional_credentials:  # §2.5: userName and password are optional together
+        user, password = shapes.CREDENTIALS
         branch["dependentRequired"] = {user: [password], password: [user]}
     return branch
 
@@ -448,21 +386,27 @@ def connection_create_schema(types: Sequence[str]) -> Schema:
 def connection_update_schema(types: Sequence[str]) -> Schema:
     """§2.6.5 PATCH body: any non-empty subset of the fields. The merged record must pass the
     create rules of its (possibly new) type, which this schema cannot see."""
-    all_modes = sorted({m for kind in types if kind in SSL_MODES for m in SSL_MODES[kind]})
-    database = (
-        string(shapes.bounded_text(shapes.DATABASE_NAME_MAX)) if SQLITE in types else _DATABASE_NAME
-    )
+    rules = [shapes.TYPES[kind] for kind in types]
+    all_modes = sorted({mode for rule in rules for mode in rule.ssl_modes})
+    database = shapes.DATABASE_NAME.schema
+    if any(rule.file for rule in rules):  # the SQLITE path has no character rule
+        database = string(shapes.bounded_text(shapes.DATABASE_NAME_MAX))
     properties: Schema = {
-        "configName": _CONFIG_NAME,
+        "configName": shapes.CONFIG_NAME.schema,
         "type": string(trimmed("(?:" + "|".join(re.escape(t) for t in types) + ")")),
-        "host": _HOST,
-        "port": _PORT,
+        "host": shapes.HOST.schema,
+        "port": shapes.PORT.schema,
         "databaseName": database,
-        "schema": _SCHEMA_FIELD,
-        "userName": _nullable(_USER_NAME),  # null (with password) only for MONGODB (§2.5)
-        "password": _nullable(_PASSWORD),
-        "ssl": _ssl(None, all_modes),
-        "metadata": _nullable(_metadata(reserved=True)),
+        "schema": shapes.SCHEMA.schema,
+        # null (both together) only for MONGODB (§2.5)
+        "userName": nullable(shapes.USER_NAME.schema),
+        "password": nullable(shapes.PASSWORD.schema),
+        "ssl": _ssl(all_modes),
+        "metadata": nullable(
+            shapes.metadata_schema(
+                {key: nullable(shapes.RESERVED_VALUE.schema) for key in shapes.RESERVED_METADATA}
+            )
+        ),
     }
     return {
         "title": "ConnectionUpdate",
@@ -540,12 +484,7 @@ def validate_schema_request_schema() -> Schema:
     }
 
 
-_SCALAR: Schema = {
-    "type": ["string", "number", "boolean", "null"],
-    "pattern": NO_NUL,
-    "minimum": -_MAX_INT,
-    "maximum": _MAX_INT,
-}
+_SCALAR = shapes.SCALAR
 _NON_NULL_SCALAR: Schema = {**_SCALAR, "type": ["string", "number", "boolean"]}
 
 
@@ -598,8 +537,8 @@ def job_request_schema(max_limits: Limits) -> Schema:
                 max_fields=max_limits.max_fields_per_table,
                 limit_names=True,
             ),
-            "filters": _nullable(filters),
-            "limits": _nullable(
+            "filters": nullable(filters),
+            "limits": nullable(
                 {
                     "type": "object",
                     "additionalProperties": False,
@@ -625,14 +564,23 @@ def job_request_schema(max_limits: Limits) -> Schema:
         "required": ["dataRequest", "metadata"],
         "properties": {
             "dataRequest": data_request,
-            "metadata": _metadata(required_source=True),
+            "metadata": shapes.metadata_schema(
+                {
+                    "source": string(
+                        f"^{ANY}*{NW}{ANY}*$",
+                        maxLength=2000,
+                        description="The owning product (compared trimmed and lower-cased).",
+                    )
+                },
+                ["source"],
+            ),
         },
     }
 
 
 def request_components(*, sqlite: bool, max_limits: Limits) -> dict[str, Schema]:
     """``components.schemas`` entries for the request bodies of this deployment."""
-    types = [t for t in CONNECTION_TYPES if sqlite or t != SQLITE]
+    types = [kind for kind, rules in shapes.TYPES.items() if sqlite or not rules.file]
     return {
         "ConnectionCreate": connection_create_schema(types),
         "ConnectionUpdate": connection_update_schema(types),

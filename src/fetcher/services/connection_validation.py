@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from fetcher.services import shapes
 from fetcher.services.errors import (
     EMPTY_BODY_MESSAGE,
     ApiError,
@@ -34,33 +35,7 @@ from fetcher.services.errors import (
     missing_fields,
     unexpected_fields,
 )
-from fetcher.services.job_validation import MetadataProblem, metadata_error, metadata_problems
-from fetcher.services.shapes import (
-    CONFIG_NAME,
-    CONNECTION_FIELDS,
-    CONNECTION_TYPES,
-    CREDENTIALS,
-    HOST,
-    MONGODB,
-    NETWORK_FIELDS,
-    NULLABLE_FIELDS,
-    PASSWORD,
-    PORT,
-    PRODUCT_HEADER,
-    RESERVED_METADATA,
-    RESERVED_VALUE,
-    SCHEMA,
-    SCHEMA_TYPES,
-    SQLITE,
-    SSL_FIELDS,
-    SSL_MODES,
-    USER_NAME,
-    Invalid,
-    database_name_chars,
-    database_name_text,
-    pem,
-    required_fields,
-)
+from fetcher.services.shapes import SQLITE, Invalid, TypeRules, rules_of
 from fetcher.services.sqlite_files import sqlite_location_ok  # re-exported for ConnectionService
 
 __all__ = [
@@ -77,7 +52,7 @@ __all__ = [
 #: §2.5.1 (exact).
 SQLITE_LOCATION_MESSAGE = "databaseName must be a readable SQLite file in the allowed directory"
 
-_PEM_FIELDS = {name: pem(name) for name in ("ca", "cert", "key")}
+_PEM_FIELDS = {name: shapes.pem(name) for name in ("ca", "cert", "key")}
 
 T = TypeVar("T")
 
@@ -137,10 +112,10 @@ _KEPT = _KeptSecret()
 
 def check_connection_fields(body: Mapping[str, object]) -> None:
     """§2.6.1 step 3 / §2.6.5 step 3: unknown top-level or ``ssl`` properties → FET-0400."""
-    unknown = [key for key in body if key not in CONNECTION_FIELDS]
+    unknown = [key for key in body if key not in shapes.CONNECTION_FIELDS]
     ssl = body.get("ssl")
     if isinstance(ssl, dict):
-        unknown += [f"ssl.{key}" for key in ssl if key not in SSL_FIELDS]
+        unknown += [f"ssl.{key}" for key in ssl if key not in shapes.SSL_FIELDS]
     if unknown:
         raise unexpected_fields(unknown)
 
@@ -191,7 +166,7 @@ def validate_product_header(value: str | None, *, required: bool) -> str | None:
             return None
         raise invalid_header("X-Product-Name header must not be empty or whitespace-only")
     try:
-        return PRODUCT_HEADER.check(value)
+        return shapes.PRODUCT_HEADER.check(value)
     except Invalid as exc:
         raise invalid_header(exc.message) from None
 
@@ -223,9 +198,8 @@ def _stored_values(stored: ConnectionInput) -> dict[str, object]:
 def _password_stored(stored: ConnectionInput) -> bool:
     """Whether the stored record holds a password: every type but SQLITE, except a MONGODB
     connection stored without credentials (no ``userName``; the two go together, §2.5)."""
-    if stored.type == SQLITE:
-        return False
-    return not (stored.type == MONGODB and stored.user_name is None)
+    rules = rules_of(stored.type)
+    return not rules.file and not (rules.optional_credentials and stored.user_name is None)
 
 
 def _merge(
@@ -235,25 +209,27 @@ def _merge(
     values = _stored_values(stored)
     null_errors: dict[str, str] = {}
     for name, value in body.items():
-        if value is None and name in CREDENTIALS and _merged_type(stored, body) == MONGODB:
+        if (
+            value is None
+            and name in shapes.CREDENTIALS
+            and _merged_rules(stored, body).optional_credentials
+        ):
             values.pop(name, None)  # §2.5: removed; the pair rule of ``_missing`` applies
-        elif value is None and name not in NULLABLE_FIELDS:
+        elif value is None and name not in shapes.NULLABLE_FIELDS:
             null_errors[name] = f"{name} cannot be null"
         elif value is None:
             values.pop(name, None)
         else:
             values[name] = value
-    new_type = body.get("type")
-    if isinstance(new_type, str) and new_type.strip() == SQLITE and stored.type != SQLITE:
-        for name in NETWORK_FIELDS:
+    if "type" in body and _merged_rules(stored, body).file and not rules_of(stored.type).file:
+        for name in shapes.NETWORK_FIELDS:
             if name not in body:
                 values.pop(name, None)
     return values, null_errors
 
 
-def _merged_type(stored: ConnectionInput, body: Mapping[str, object]) -> str:
-    kind = body.get("type", stored.type)
-    return kind.strip() if isinstance(kind, str) else ""
+def _merged_rules(stored: ConnectionInput, body: Mapping[str, object]) -> TypeRules:
+    return rules_of(_raw_type({"type": body.get("type", stored.type)}))
 
 
 # --- the shared pipeline ------------------------------------------------------------------
@@ -283,30 +259,25 @@ def _missing(values: Mapping[str, object], ctx: _Context) -> list[str]:
     On PATCH a field the body sent is never missing: blank or null is an invalid value there.
     """
     kind = _raw_type(values)
+    rules = rules_of(kind)
     missing = [
         name
-        for name in required_fields(kind)
+        for name in shapes.required_fields(kind)
         if not (ctx.sent is not None and name in ctx.sent) and _is_blank(values.get(name))
     ]
     # §2.5: MONGODB without both credentials has no authentication; with exactly one, the
     # other is missing, even when a PATCH cleared it with null.
-    absent = [name for name in CREDENTIALS if values.get(name) is None]
-    if kind == MONGODB and len(absent) == 1:
+    absent = [name for name in shapes.CREDENTIALS if values.get(name) is None]
+    if rules.optional_credentials and len(absent) == 1:
         missing.append(absent[0])
     ssl = values.get("ssl")
     if isinstance(ssl, dict) and ssl and ssl.get("mode") is None:
         missing.append("ssl.mode")
     metadata = values.get("metadata")
-    if kind == "ORACLE" and _oracle_service_missing(metadata):
-        missing.append("metadata.serviceName")
+    for key in rules.required_metadata:  # ORACLE's serviceName; a wrong type is invalid
+        if metadata is None or (isinstance(metadata, dict) and _is_blank(metadata.get(key))):
+            missing.append(f"metadata.{key}")
     return missing
-
-
-def _oracle_service_missing(metadata: object) -> bool:
-    """§2.5: ``ORACLE`` needs a non-blank ``metadata.serviceName`` (a wrong type is invalid)."""
-    if metadata is None:
-        return True
-    return isinstance(metadata, dict) and _is_blank(metadata.get("serviceName"))
 
 
 class _Checker:
@@ -318,7 +289,7 @@ class _Checker:
         self.values = values
         self.ctx = ctx
         self.errors: dict[str, str] = dict(null_errors)
-        self.metadata_issues: list[MetadataProblem] = []
+        self.metadata_issues: list[shapes.MetadataProblem] = []
         self.ssl_mode_error: str | None = None
 
     def check(self, path: str, rule: Callable[[object], T], value: object) -> T | None:
@@ -332,7 +303,9 @@ class _Checker:
             return None
 
     def run(self) -> ConnectionInput:
-        config_name = self.check("configName", CONFIG_NAME.check, self.values.get("configName"))
+        config_name = self.check(
+            "configName", shapes.CONFIG_NAME.check, self.values.get("configName")
+        )
         kind = self.check("type", self._type, self.values.get("type"))
         database = self.check("databaseName", self._database(kind), self.values.get("databaseName"))
         credentials = self._credentials(kind)
@@ -366,7 +339,7 @@ class _Checker:
                 fields.setdefault(issue.path, issue.message)
             raise bad_request(fields)
         if self.metadata_issues:
-            raise metadata_error(self.metadata_issues)
+            raise shapes.metadata_error(self.metadata_issues)
         if self.ssl_mode_error:
             raise ApiError(
                 "FET-0413", self.ssl_mode_error, fields={"ssl.mode": self.ssl_mode_error}
@@ -376,8 +349,8 @@ class _Checker:
 
     def _type(self, value: object) -> str:
         text = value.strip() if isinstance(value, str) else None
-        if text is None or text not in CONNECTION_TYPES:
-            raise Invalid(f"type must be one of [{' '.join(CONNECTION_TYPES)}]")
+        if text is None or text not in shapes.TYPES:
+            raise Invalid(f"type must be one of [{' '.join(shapes.CONNECTION_TYPES)}]")
         if text == SQLITE and not self.ctx.embedded:
             raise Invalid("SQLITE connections are only supported in embedded mode")
         if text == SQLITE and not self.ctx.sqlite_allowed_dir:
@@ -388,29 +361,32 @@ class _Checker:
         self, kind: str | None
     ) -> tuple[str | None, int | None, str | None, str | None]:
         """``host``, ``port``, ``userName`` and ``password``; none of them for SQLITE."""
-        if kind is None and _raw_type(self.values) == SQLITE:
+        if kind is None and rules_of(_raw_type(self.values)).file:
             return None, None, None, None  # SQLITE refused: the ``type`` error says it all
-        if kind == SQLITE:
-            for name in NETWORK_FIELDS:
+        rules = rules_of(kind)
+        if rules.file:
+            for name in shapes.NETWORK_FIELDS:
                 if name in self.values and self.ctx.was_sent(name):
-                    self.errors.setdefault(name, f"{name} is not supported for type SQLITE")
+                    self.errors.setdefault(name, f"{name} is not supported for type {kind}")
             return None, None, None, None
-        host = self.check("host", HOST.check, self.values.get("host"))
-        port = self.check("port", PORT.check, self.values.get("port"))
-        if kind == MONGODB and all(self.values.get(n) is None for n in CREDENTIALS):
+        host = self.check("host", shapes.HOST.check, self.values.get("host"))
+        port = self.check("port", shapes.PORT.check, self.values.get("port"))
+        if rules.optional_credentials and all(
+            self.values.get(n) is None for n in shapes.CREDENTIALS
+        ):
             return host, port, None, None  # §2.5: a MONGODB connection without credentials
-        user_name = self.check("userName", USER_NAME.check, self.values.get("userName"))
+        user_name = self.check("userName", shapes.USER_NAME.check, self.values.get("userName"))
         password = self.check("password", _password, self.values.get("password"))
         return host, port, user_name, password
 
     def _database(self, kind: str | None) -> Callable[[object], str]:
         def rule(value: object) -> str:
-            text = database_name_text(value)
-            if kind == SQLITE:
+            text = shapes.database_name_text(value)
+            if rules_of(kind).file:
                 return self._sqlite_database(text)
-            if _raw_type(self.values) == SQLITE:  # SQLITE refused: no path rule to apply
+            if rules_of(_raw_type(self.values)).file:  # SQLITE refused: no path rule to apply
                 return text
-            return database_name_chars(text)
+            return shapes.database_name_chars(text)
 
         return rule
 
@@ -436,10 +412,10 @@ class _Checker:
                 raise Invalid("ssl must be an object")
             else:
                 parsed = self._ssl_object(value)
-            if parsed is not None and kind == SQLITE:
-                raise Invalid("ssl is not supported for type SQLITE")
-            if parsed is not None and kind is not None and kind in SSL_MODES:
-                self._check_ssl_mode(kind, parsed.mode)
+            if parsed is not None and rules_of(kind).file:
+                raise Invalid(f"ssl is not supported for type {kind}")
+            if parsed is not None and kind is not None:
+                self._check_ssl_mode(shapes.TYPES[kind].ssl_modes, parsed.mode)
             return parsed
 
         return rule
@@ -461,8 +437,7 @@ class _Checker:
             return None  # {"mode": ""} alone is stored as absent
         return SslInput(mode=mode, ca=texts["ca"], cert=texts["cert"], key=texts["key"])
 
-    def _check_ssl_mode(self, kind: str, mode: str) -> None:
-        vocabulary = SSL_MODES[kind]
+    def _check_ssl_mode(self, vocabulary: tuple[str, ...], mode: str) -> None:
         if mode and mode not in vocabulary:
             self.ssl_mode_error = f"ssl.mode must be one of [{' '.join(vocabulary)}]"
 
@@ -473,13 +448,13 @@ class _Checker:
             return None
         if not isinstance(value, dict):
             raise Invalid("metadata must be an object")
-        self.metadata_issues = metadata_problems(value)
-        for key in RESERVED_METADATA:
+        self.metadata_issues = shapes.metadata_problems(value)
+        for key in shapes.RESERVED_METADATA:
             item = value.get(key)
             if item is None or isinstance(item, dict | list):
                 continue
             try:
-                RESERVED_VALUE.check(item)
+                shapes.RESERVED_VALUE.check(item)
             except Invalid as exc:
                 self.errors[f"metadata.{key}"] = f"metadata.{key} {exc.message}"
         return value
@@ -490,13 +465,13 @@ class _Checker:
 
 def _password(value: object) -> str | None:
     """A kept stored password is not re-validated."""
-    return None if isinstance(value, _KeptSecret) else PASSWORD.check(value)
+    return None if isinstance(value, _KeptSecret) else shapes.PASSWORD.check(value)
 
 
 def _schema(kind: str | None) -> Callable[[object], str | None]:
     def rule(value: object) -> str | None:
-        text = SCHEMA.check(value)
-        if text is not None and kind is not None and kind not in SCHEMA_TYPES:
+        text = shapes.SCHEMA.check(value)
+        if text is not None and kind is not None and not shapes.TYPES[kind].schema:
             raise Invalid(f"schema is not supported for type {kind}")
         return text
 

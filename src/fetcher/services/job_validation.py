@@ -30,17 +30,14 @@ from fetcher.services.principal import ANONYMOUS, Principal
 from fetcher.services.request_hash import canonical_request, request_hash
 from fetcher.services.shapes import (
     MAX_FIELD_NAME,
-    MAX_METADATA_KEY,
-    MAX_METADATA_VALUE,
     MAX_TABLE_NAME,
+    metadata_error,
+    metadata_problems,
 )
 
 __all__ = [
     "MappedFields",
-    "MetadataProblem",
     "ValidatedJob",
-    "metadata_error",
-    "metadata_problems",
     "validate_job_request",
 ]
 
@@ -260,51 +257,6 @@ def _check_metadata(
     if problems:
         raise metadata_error(problems)
     return metadata, normalized
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataProblem:
-    """One §2.2 metadata violation: its FET code, its ``metadata.<key>`` path and message."""
-
-    code: str
-    path: str
-    message: str
-
-
-def metadata_problems(metadata: Mapping[str, object]) -> list[MetadataProblem]:
-    """§2.5 metadata rules, each key in order: key length (FET-0412), nesting (FET-0410), then
-    string length (FET-0411). At most one problem per key."""
-    problems: list[MetadataProblem] = []
-    for key, value in metadata.items():
-        path = f"metadata.{key}"
-        if not 1 <= len(key) <= MAX_METADATA_KEY:
-            problems.append(
-                MetadataProblem(
-                    "FET-0412", path, f"metadata key must be 1 to {MAX_METADATA_KEY} characters"
-                )
-            )
-        elif isinstance(value, dict | list):
-            problems.append(
-                MetadataProblem(
-                    "FET-0410", path, "metadata value must be a string, number, boolean or null"
-                )
-            )
-        elif isinstance(value, str) and len(value) > MAX_METADATA_VALUE:
-            problems.append(
-                MetadataProblem(
-                    "FET-0411",
-                    path,
-                    f"metadata value must not exceed {MAX_METADATA_VALUE} characters",
-                )
-            )
-    return problems
-
-
-def metadata_error(problems: list[MetadataProblem]) -> ApiError:
-    """The error for the first problem's code, listing every key with that same code."""
-    code = problems[0].code
-    same = [p for p in problems if p.code == code]
-    return ApiError(code, same[0].message, fields={p.path: p.message for p in same})
 
 
 # --- step 12 ------------------------------------------------------------------------------

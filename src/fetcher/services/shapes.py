@@ -3,10 +3,11 @@
 
 Every field is declared once, as a :class:`Field`: its check, raising :class:`Invalid` with the
 exact §2.5 message the services put into ``fields``, and the JSON Schema that ``/openapi.json``
-publishes for it, both built from the same constants below. The services
-(:mod:`fetcher.services.connection_validation`, :mod:`fetcher.services.job_validation`) run the
-checks in the contract's order; :mod:`fetcher.manager.openapi` assembles the schemas into the
-request bodies and parameters; :mod:`fetcher.manager.schemas` takes the vocabularies. The
+publishes for it, both built from the same constants below. What differs per connection type is
+one :class:`TypeRules` row of :data:`TYPES`; the metadata rules are one table with their schema.
+The services (:mod:`fetcher.services.connection_validation`,
+:mod:`fetcher.services.job_validation`) run the checks in the contract's order;
+:mod:`fetcher.manager.openapi` assembles the schemas into the request bodies and parameters. The
 hypothesis agreement tests and the schemathesis run hold each check and its schema together.
 
 Strings a check trims admit surrounding whitespace in their schema (:data:`WS` is exactly the
@@ -21,68 +22,55 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, get_args
 
-__all__ = [
-    "CONFIG_NAME",
-    "CONNECTION_FIELDS",
-    "CONNECTION_TYPES",
-    "CREDENTIALS",
-    "DATABASE_NAME",
-    "FEED_CURSOR_PATTERN",
-    "HOST",
-    "MAX_FIELD_NAME",
-    "MAX_METADATA_FILTER_VALUE",
-    "MAX_METADATA_KEY",
-    "MAX_METADATA_VALUE",
-    "MAX_TABLE_NAME",
-    "MAX_VALIDATION_DATASOURCES",
-    "MAX_VALIDATION_FIELDS",
-    "MAX_VALIDATION_TABLES",
-    "MONGODB",
-    "NETWORK_FIELDS",
-    "NULLABLE_FIELDS",
-    "PASSWORD",
-    "PEM_PREFIX",
-    "PORT",
-    "PRODUCT_HEADER",
-    "QUERY_INT_DIGITS",
-    "RESERVED_METADATA",
-    "RESERVED_VALUE",
-    "SCHEMA",
-    "SCHEMA_TYPES",
-    "SQLITE",
-    "SSL_FIELDS",
-    "SSL_MODES",
-    "USER_NAME",
-    "UUID_PATTERN",
-    "ConnectionType",
-    "Field",
-    "Invalid",
-    "Schema",
-    "is_valid_host",
-    "required_fields",
-    "pem",
-]
+from fetcher.services.errors import ApiError
 
 Schema = dict[str, Any]
 T = TypeVar("T")
 
-# --- vocabularies (§2.5, §11.2) -----------------------------------------------------------
+# --- connection types and their rules (§2.5, §11.1, §11.2) --------------------------------
 
 #: §2.5 connection types, in the order of the ``type`` message.
 ConnectionType = Literal["POSTGRESQL", "MYSQL", "SQL_SERVER", "ORACLE", "MONGODB", "SQLITE"]
 CONNECTION_TYPES: tuple[str, ...] = get_args(ConnectionType)
 SQLITE = "SQLITE"
 MONGODB = "MONGODB"
-#: §2.5: ``schema`` is accepted for these types only.
-SCHEMA_TYPES = frozenset({"POSTGRESQL", "SQL_SERVER", "ORACLE"})
-#: §11.2 TLS vocabularies (table order). ``""`` or absent selects the engine's off row.
-SSL_MODES: Mapping[str, tuple[str, ...]] = {
-    "POSTGRESQL": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
-    "MYSQL": ("false", "true", "skip-verify", "preferred"),
-    "SQL_SERVER": ("disable", "false", "true", "strict"),
-    "ORACLE": ("disable", "false", "true", "enable", "verify", "skip-verify"),
-    "MONGODB": ("disable", "false", "true", "enable", "insecure"),
+
+
+@dataclass(frozen=True, slots=True)
+class TypeRules:
+    """What §2.5 and §11.2 say of one ``type``; the validator's branch decisions and the
+    per-type ``/openapi.json`` body both read this table, never the type names."""
+
+    #: §11.2 TLS vocabulary, in table order (``""`` or absent selects the off row).
+    ssl_modes: tuple[str, ...] = ()
+    #: ``schema`` is accepted (POSTGRESQL, SQL_SERVER and ORACLE only).
+    schema: bool = False
+    #: MONGODB: ``userName`` and ``password`` are optional together (no authentication).
+    optional_credentials: bool = False
+    #: ORACLE: these ``metadata`` keys are required (non-blank strings).
+    required_metadata: tuple[str, ...] = ()
+    #: SQLITE: ``databaseName`` is a local file (§2.5.1); no network fields, no ``ssl``.
+    file: bool = False
+
+
+TYPES: Mapping[str, TypeRules] = {
+    "POSTGRESQL": TypeRules(
+        ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"), schema=True
+    ),
+    "MYSQL": TypeRules(("false", "true", "skip-verify", "preferred")),
+    "SQL_SERVER": TypeRules(("disable", "false", "true", "strict"), schema=True),
+    "ORACLE": TypeRules(
+        ("disable", "false", "true", "enable", "verify", "skip-verify"),
+        schema=True,
+        required_metadata=("serviceName",),
+    ),
+    "MONGODB": TypeRules(
+        ("disable", "false", "true", "enable", "insecure"), optional_credentials=True
+    ),
+    SQLITE: TypeRules(file=True),
 }
+#: §11.2 vocabularies of the types that accept ``ssl``.
+SSL_MODES: Mapping[str, tuple[str, ...]] = {k: r.ssl_modes for k, r in TYPES.items() if not r.file}
 #: §2.5 input fields, in table order.
 CONNECTION_FIELDS = (
     "configName",
@@ -106,17 +94,24 @@ NULLABLE_FIELDS = frozenset({"schema", "ssl", "metadata"})
 #: §2.5: metadata keys with a meaning to a driver, and their value rule.
 RESERVED_METADATA = ("serviceName", "authSource")
 PEM_PREFIX = "-----BEGIN"
+#: An unknown (or refused) ``type`` requires every field.
+_ANY_TYPE = TypeRules()
+
+
+def rules_of(kind: str | None) -> TypeRules:
+    return TYPES.get(kind or "", _ANY_TYPE)
 
 
 def required_fields(kind: str | None) -> list[str]:
-    """§2.5: the fields ``kind`` requires (absent, null or blank → FET-0402), in table order.
-    An unknown type requires every one. ORACLE also requires ``metadata.serviceName``."""
-    required = [name for name in CONNECTION_FIELDS if name not in NULLABLE_FIELDS]
-    if kind == SQLITE:
-        return [name for name in required if name not in NETWORK_FIELDS]
-    if kind == MONGODB:
-        return [name for name in required if name not in CREDENTIALS]
-    return required
+    """§2.5: the top-level fields ``kind`` requires (absent, null or blank → FET-0402), in
+    table order; ``required_metadata`` adds ``metadata.<key>``."""
+    rules = rules_of(kind)
+    left_out = {
+        *NULLABLE_FIELDS,
+        *(NETWORK_FIELDS if rules.file else ()),
+        *(CREDENTIALS if rules.optional_credentials else ()),
+    }
+    return [name for name in CONNECTION_FIELDS if name not in left_out]
 
 
 # --- limits (§2.5 metadata, §2.6.9, §3.2) -------------------------------------------------
@@ -441,6 +436,79 @@ def _reserved(value: object) -> str:
 #: ``metadata.serviceName``/``metadata.authSource`` values (the check's message is completed
 #: with the path by the caller).
 RESERVED_VALUE = Field(_reserved, string(f"^{_RESERVED_CHARS}$"))
+
+# --- metadata (§2.2, §2.5, §3.1) -----------------------------------------------------------
+
+#: §2.1: integer literals have at most 19 digits.
+_MAX_INT = 10**19 - 1
+#: A JSON scalar as the §2.1 parser admits it.
+SCALAR: Schema = {
+    "type": ["string", "number", "boolean", "null"],
+    "pattern": NO_NUL,
+    "minimum": -_MAX_INT,
+    "maximum": _MAX_INT,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataProblem:
+    """One §2.2 metadata violation: its FET code, its ``metadata.<key>`` path and message."""
+
+    code: str
+    path: str
+    message: str
+
+
+#: §2.5 metadata rules in check order: ``(code, message, broken(key, value))``.
+_METADATA_RULES: tuple[tuple[str, str, Callable[[str, object], bool]], ...] = (
+    (
+        "FET-0412",
+        f"metadata key must be 1 to {MAX_METADATA_KEY} characters",
+        lambda key, _: not 1 <= len(key) <= MAX_METADATA_KEY,
+    ),
+    (
+        "FET-0410",
+        "metadata value must be a string, number, boolean or null",
+        lambda _, value: isinstance(value, dict | list),
+    ),
+    (
+        "FET-0411",
+        f"metadata value must not exceed {MAX_METADATA_VALUE} characters",
+        lambda _, value: isinstance(value, str) and len(value) > MAX_METADATA_VALUE,
+    ),
+)
+
+
+def metadata_problems(metadata: Mapping[str, object]) -> list[MetadataProblem]:
+    """§2.5 metadata rules, each key in order; at most one problem (the first rule) per key."""
+    problems: list[MetadataProblem] = []
+    for key, value in metadata.items():
+        for code, message, broken in _METADATA_RULES:
+            if broken(key, value):
+                problems.append(MetadataProblem(code, f"metadata.{key}", message))
+                break
+    return problems
+
+
+def metadata_error(problems: list[MetadataProblem]) -> ApiError:
+    """The error for the first problem's code, listing every key with that same code."""
+    same = [p for p in problems if p.code == problems[0].code]
+    return ApiError(same[0].code, same[0].message, fields={p.path: p.message for p in same})
+
+
+def metadata_schema(properties: Schema | None = None, required: list[str] | None = None) -> Schema:
+    """A flat metadata map: keys 1-100 characters, scalar values (strings ≤ 2000)."""
+    schema: Schema = {
+        "type": "object",
+        "propertyNames": {"minLength": 1, "maxLength": MAX_METADATA_KEY, "pattern": NO_NUL},
+        "additionalProperties": {**SCALAR, "maxLength": MAX_METADATA_VALUE},
+    }
+    if properties:
+        schema["properties"] = properties
+    if required:
+        schema["required"] = required
+    return schema
+
 
 # --- X-Product-Name (§2.4) ----------------------------------------------------------------
 

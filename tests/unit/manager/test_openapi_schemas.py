@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from fetcher.engine import DEFAULT_LIMITS
 from fetcher.manager import openapi
+from fetcher.services import shapes
 from fetcher.services.connection_validation import (
     validate_connection_create,
     validate_product_header,
@@ -49,7 +50,7 @@ def _accepted(body: dict[str, Any]) -> bool:
 
 
 def test_whitespace_class_is_exactly_what_strip_removes() -> None:
-    pattern = re.compile(openapi._WS)
+    pattern = re.compile(shapes.WS)
     for code in range(sys.maxunicode + 1):
         char = chr(code)
         assert bool(pattern.fullmatch(char)) == char.isspace(), hex(code)
@@ -67,7 +68,7 @@ def test_int_range_pattern(low: int, high: int) -> None:
 @settings(max_examples=400, deadline=None)
 @given(st.text(_HOST_CHARS, max_size=20))
 def test_host_schema_matches_is_valid_host(host: str) -> None:
-    assert _validator(openapi._HOST).is_valid(host) == is_valid_host(host.strip())
+    assert _validator(shapes.HOST.schema).is_valid(host) == is_valid_host(host.strip())
 
 
 @pytest.mark.parametrize(
@@ -90,7 +91,7 @@ def test_host_schema_matches_is_valid_host(host: str) -> None:
     ],
 )
 def test_host_schema_cases(host: str) -> None:
-    assert _validator(openapi._HOST).is_valid(host) == is_valid_host(host.strip())
+    assert _validator(shapes.HOST.schema).is_valid(host) == is_valid_host(host.strip())
 
 
 @settings(max_examples=300, deadline=None)

@@ -124,4 +124,5 @@ def test_connection_types_come_from_the_literal() -> None:
         "MONGODB",
         "SQLITE",
     )
+    assert tuple(shapes.TYPES) == shapes.CONNECTION_TYPES  # one rules row per type, in order
     assert set(shapes.SSL_MODES) == set(shapes.CONNECTION_TYPES) - {shapes.SQLITE}
