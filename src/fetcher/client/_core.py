@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from fetcher.client.errors import TransportError, error_from_response
+from fetcher.client.errors import TransportError, WaitTimeoutError, error_from_response
 
 __all__ = ["ROUTES", "Call", "Route", "Submission", "build", "parse"]
 
@@ -272,8 +273,23 @@ def auth_headers(route: Route, token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def transport_error(exc: httpx.HTTPError) -> TransportError:
-    return TransportError(f"{type(exc).__name__}: no answer from the Manager")
+@contextmanager
+def transport_errors() -> Iterator[None]:
+    """An httpx failure to get an answer (connect, read, TLS) as :class:`TransportError`."""
+    try:
+        yield
+    except httpx.HTTPError as exc:
+        raise TransportError(f"{type(exc).__name__}: no answer from the Manager") from None
+
+
+def settled(job_id: str, job: Any, remaining: float) -> bool:
+    """One poll of wait(): True when ``job`` is ``completed`` or ``failed``; with no time
+    ``remaining``, ``WaitTimeoutError``; else False (poll again)."""
+    if job["status"] in TERMINAL:
+        return True
+    if remaining <= 0:
+        raise WaitTimeoutError(job_id, job)
+    return False
 
 
 class Backoff:

@@ -26,8 +26,7 @@ from typing import Any, cast
 import httpx
 
 from fetcher.client import _core
-from fetcher.client._core import TERMINAL, Backoff, Call, Route, Submission
-from fetcher.client.errors import WaitTimeoutError
+from fetcher.client._core import Backoff, Call, Route, Submission
 from fetcher.client.types import (
     ConnectionCreate,
     ConnectionPage,
@@ -79,9 +78,10 @@ class _Base:
             return None
         return self.__token if isinstance(self.__token, str) else self.__token()
 
-    def _request(self, call: Call, token: str | None) -> httpx.Request:
+    def _request(self, call: Call, token: object) -> httpx.Request:
+        """The request of ``call``, with the bearer ``token`` (checked) on a business route."""
         timeout = httpx.Timeout(DEFAULT_TIMEOUT, read=FEED_READ_TIMEOUT)
-        auth = _core.auth_headers(call.route, token)
+        auth = _core.auth_headers(call.route, None if token is None else _core.checked_token(token))
         return httpx.Request(
             call.route.method,
             self.base_url + call.url,
@@ -122,11 +122,9 @@ class FetcherClient(_Base):
         if inspect.isawaitable(token):
             _close_unawaited(token)
             raise TypeError("the token function returned an awaitable: use AsyncFetcherClient")
-        request = self._request(call, None if token is None else _core.checked_token(token))
-        try:
+        request = self._request(call, token)
+        with _core.transport_errors():
             response = self._http.send(request)
-        except httpx.HTTPError as exc:
-            raise _core.transport_error(exc) from None
         return response, _core.parse(call, response)
 
     def _do(self, name: str, **kw: Any) -> Any:
@@ -211,10 +209,8 @@ class FetcherClient(_Base):
         while True:
             job = self.get_job(job_id)
             remaining = deadline - time.monotonic()
-            if job["status"] in TERMINAL:
+            if _core.settled(job_id, job, remaining):
                 return job
-            if remaining <= 0:
-                raise WaitTimeoutError(job_id, job)
             time.sleep(backoff(remaining))
 
     # --- event feed (§2.12) ----------------------------------------------------------------
@@ -284,11 +280,9 @@ class AsyncFetcherClient(_Base):
         token = self._token_value(call.route)
         if inspect.isawaitable(token):
             token = await token
-        request = self._request(call, None if token is None else _core.checked_token(token))
-        try:
+        request = self._request(call, token)
+        with _core.transport_errors():
             response = await self._http.send(request)
-        except httpx.HTTPError as exc:
-            raise _core.transport_error(exc) from None
         return response, _core.parse(call, response)
 
     async def _do(self, name: str, **kw: Any) -> Any:
@@ -373,10 +367,8 @@ class AsyncFetcherClient(_Base):
         while True:
             job = await self.get_job(job_id)
             remaining = deadline - loop.time()
-            if job["status"] in TERMINAL:
+            if _core.settled(job_id, job, remaining):
                 return job
-            if remaining <= 0:
-                raise WaitTimeoutError(job_id, job)
             await asyncio.sleep(backoff(remaining))
 
     async def events(
