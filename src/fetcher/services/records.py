@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Literal
 
@@ -148,9 +148,13 @@ class OutboxEvent:
     created_at: datetime
 
 
+_EVENT_FIELDS = tuple(f.name for f in fields(OutboxEvent))
+
+
 @dataclass(frozen=True, slots=True)
-class OutboxRow:
-    """A stored outbox row. ``feed_seq`` is ``None`` until assigned (§2.12).
+class OutboxRow(OutboxEvent):
+    """A stored outbox row: the event's fields, plus its row ID, its feed position (``None``
+    until assigned, §2.12), when it was sent, and its tenant.
 
     ``tenant`` is the tenant of the row's job (§12.5), copied by the store when it writes the
     row, so the relay signs it with that tenant's key (§8.5).
@@ -158,27 +162,12 @@ class OutboxRow:
 
     id: int
     feed_seq: int | None
-    ce_id: str
-    job_id: str
-    event_type: EventType
-    routing_key: str
-    body: bytes
-    headers: dict[str, str]
-    created_at: datetime
     sent_at: datetime | None = None
     tenant: str = ""
 
     def event(self) -> OutboxEvent:
-        """The event this row stores."""
-        return OutboxEvent(
-            ce_id=self.ce_id,
-            job_id=self.job_id,
-            event_type=self.event_type,
-            routing_key=self.routing_key,
-            body=self.body,
-            headers=self.headers,
-            created_at=self.created_at,
-        )
+        """The event this row stores (an :class:`OutboxEvent`, without the row's fields)."""
+        return OutboxEvent(**{name: getattr(self, name) for name in _EVENT_FIELDS})
 
 
 def normalized_source(metadata_json: str) -> str:
