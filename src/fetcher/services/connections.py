@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fetcher.crypto import Redactor
 from fetcher.crypto.redact import LOG_REDACTED
@@ -290,22 +290,22 @@ def _name_taken() -> ApiError:
     )
 
 
+#: The fields a validated input and a stored record share, name for name and value for value:
+#: read from the record as a PATCH base (:func:`_stored_input`), written back by create and
+#: PATCH (:meth:`ConnectionService._merged_record`).
+_PLAIN_FIELDS = ("config_name", "type", "host", "port", "database_name", "schema", "user_name")
+
+
+def _plain_fields(source: ConnectionRecord | ConnectionInput) -> dict[str, Any]:
+    return {name: getattr(source, name) for name in _PLAIN_FIELDS}
+
+
 def _stored_input(record: ConnectionRecord) -> ConnectionInput:
     """The stored record as a PATCH base; secrets are kept out (never re-validated)."""
     ssl = None
     if record.ssl_mode or record.ssl_ca or record.ssl_cert or record.ssl_key_encrypted:
         ssl = SslInput(record.ssl_mode or "", record.ssl_ca, record.ssl_cert)
-    return ConnectionInput(
-        config_name=record.config_name,
-        type=record.type,
-        database_name=record.database_name,
-        host=record.host,
-        port=record.port,
-        schema=record.schema,
-        user_name=record.user_name,
-        ssl=ssl,
-        metadata=dict(record.metadata),
-    )
+    return ConnectionInput(**_plain_fields(record), ssl=ssl, metadata=dict(record.metadata))
 
 
 def _check_retarget(
@@ -563,13 +563,7 @@ class ConnectionService:
         ssl = data.ssl
         return replace(
             record,
-            config_name=data.config_name,
-            type=data.type,
-            host=data.host,
-            port=data.port,
-            database_name=data.database_name,
-            schema=data.schema,
-            user_name=data.user_name,
+            **_plain_fields(data),
             password_encrypted=password,
             ssl_mode=(ssl.mode if ssl else None) if ssl_sent else record.ssl_mode,
             ssl_ca=(ssl.ca if ssl else None) if ssl_sent else record.ssl_ca,
