@@ -33,44 +33,7 @@ from fetcher.engine.limits import LIMIT_NAMES
 from fetcher.services import shapes
 from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.responses import ErrorBody
-from fetcher.services.shapes import (
-    ANY,
-    FEED_CURSOR_PATTERN,
-    MAX_METADATA_FILTER_VALUE,
-    MAX_METADATA_KEY,
-    MAX_TABLE_NAME,
-    MAX_VALIDATION_DATASOURCES,
-    MAX_VALIDATION_FIELDS,
-    MAX_VALIDATION_TABLES,
-    NO_NUL,
-    NW,
-    QUERY_INT_DIGITS,
-    UUID_PATTERN,
-    WS,
-    WS_CHARS,
-    Schema,
-    string,
-    trimmed,
-)
-
-__all__ = [
-    "CONNECTION_ID",
-    "JOB_ID",
-    "connection_create_schema",
-    "connection_update_schema",
-    "declare_security",
-    "error_responses",
-    "feed_parameters",
-    "int_range_pattern",
-    "job_request_schema",
-    "json_request_body",
-    "list_parameters",
-    "parameter",
-    "product_header_parameter",
-    "request_components",
-    "schemas_parameter",
-    "validate_schema_request_schema",
-]
+from fetcher.services.shapes import ANY, NO_NUL, NW, WS, WS_CHARS, Schema, string, trimmed
 
 _NULL: Schema = {"type": "null"}
 _EMPTY_OBJECT: Schema = {"type": "object", "maxProperties": 0}
@@ -80,7 +43,7 @@ def nullable(schema: Schema) -> Schema:
     return {"anyOf": [_NULL, schema]}
 
 
-def int_range_pattern(low: int, high: int, *, max_digits: int = QUERY_INT_DIGITS) -> str:
+def int_range_pattern(low: int, high: int, *, max_digits: int = shapes.QUERY_INT_DIGITS) -> str:
     """A pattern for the decimal integers ``low..high`` in the §2.1 form: ASCII digits only,
     leading zeros allowed, at most ``max_digits`` digits in all."""
     high = min(high, 10**max_digits - 1)
@@ -201,7 +164,7 @@ def _path_id(what: str) -> Schema:
         f"{what.capitalize()} ID: a canonical hyphenated UUID in any letter case. "
         f"Anything else → 400 FET-0404 `invalid {what} id`."
     )
-    return parameter("id", "path", description, schema=string(f"^{UUID_PATTERN}$"))
+    return parameter("id", "path", description, schema=string(f"^{shapes.UUID_PATTERN}$"))
 
 
 CONNECTION_ID = _path_id("connection")
@@ -234,7 +197,7 @@ def list_parameters(max_limit: int) -> list[Schema]:
         _query(
             "page",
             "Page number ≥ 1, default 1. `page × limit` > 2^31 → FET-0405.",
-            string(_optional(int_range_pattern(1, 10**QUERY_INT_DIGITS - 1))),
+            string(_optional(int_range_pattern(1, 10**shapes.QUERY_INT_DIGITS - 1))),
         ),
         _query(
             "sortOrder",
@@ -260,7 +223,8 @@ LIST_DESCRIPTION = (
     "Unknown query parameters are ignored and empty values are treated as absent. "
     "`metadata.<key>=<value>` parameters (several are ANDed) match connections whose "
     "`metadata[key]` is that string, or a number or boolean with that JSON text; a key over "
-    f"{MAX_METADATA_KEY} or a value over {MAX_METADATA_FILTER_VALUE} characters → 400 FET-0405."
+    f"{shapes.MAX_METADATA_KEY} or a value over {shapes.MAX_METADATA_FILTER_VALUE} characters "
+    "→ 400 FET-0405."
 )
 
 
@@ -269,8 +233,8 @@ def feed_parameters() -> list[Schema]:
     return [
         _query(
             "after",
-            f"Only events after this cursor (`^{FEED_CURSOR_PATTERN}$`).",
-            string(f"^{FEED_CURSOR_PATTERN}$"),
+            f"Only events after this cursor (`^{shapes.FEED_CURSOR_PATTERN}$`).",
+            string(f"^{shapes.FEED_CURSOR_PATTERN}$"),
         ),
         _query(
             "limit",
@@ -437,7 +401,7 @@ _WILDCARD_ALONE: Schema = {
 
 
 def _mapped_fields(*, max_ds: int, max_tables: int, max_fields: int, limit_names: bool) -> Schema:
-    bound: Schema = {"maxLength": MAX_TABLE_NAME} if limit_names else {}
+    bound: Schema = {"maxLength": shapes.MAX_TABLE_NAME} if limit_names else {}
     fields: Schema = {
         "type": "array",
         "maxItems": max_fields,
@@ -475,9 +439,9 @@ def validate_schema_request_schema() -> Schema:
         "required": ["mappedFields"],
         "properties": {
             "mappedFields": _mapped_fields(
-                max_ds=MAX_VALIDATION_DATASOURCES,
-                max_tables=MAX_VALIDATION_TABLES,
-                max_fields=MAX_VALIDATION_FIELDS,
+                max_ds=shapes.MAX_VALIDATION_DATASOURCES,
+                max_tables=shapes.MAX_VALIDATION_TABLES,
+                max_fields=shapes.MAX_VALIDATION_FIELDS,
                 limit_names=False,
             )
         },

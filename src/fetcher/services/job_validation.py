@@ -35,11 +35,7 @@ from fetcher.services.shapes import (
     metadata_problems,
 )
 
-__all__ = [
-    "MappedFields",
-    "ValidatedJob",
-    "validate_job_request",
-]
+__all__ = ["MappedFields", "ValidatedJob", "validate_job_request"]
 
 #: ``{configName: {table: [field, …]}}`` as submitted.
 MappedFields = Mapping[str, Mapping[str, list[str]]]
@@ -229,27 +225,18 @@ def _check_metadata(
     """Steps 8-11: ``metadata`` object, ``metadata.source`` present and non-blank, the
     restricted token's products (10a), flatness."""
     metadata = body.get("metadata")
-    if not isinstance(metadata, dict):
-        message = "metadata is required and must contain 'source' field"
-        raise ApiError(
-            "FET-0402", message, fields={"metadata": message}, title=Title.MISSING_REQUIRED_FIELD
-        )
+    if not isinstance(metadata, dict):  # step 8
+        raise _metadata_field("metadata", "metadata is required and must contain 'source' field")
     source = metadata.get("source")
-    if source is None:
-        message = "metadata.source is required for job notification routing"
-        raise ApiError(
-            "FET-0402",
-            message,
-            fields={"metadata.source": message},
-            title=Title.MISSING_REQUIRED_FIELD,
+    if source is None:  # step 9
+        raise _metadata_field(
+            "metadata.source", "metadata.source is required for job notification routing"
         )
-    if not isinstance(source, str) or not source.strip():
-        message = "metadata.source must be a non-empty string"
-        raise ApiError(
-            "FET-0402",
-            message,
-            fields={"metadata.source": message},
-            title=Title.INVALID_FIELD_VALUE,
+    if not isinstance(source, str) or not source.strip():  # step 10
+        raise _metadata_field(
+            "metadata.source",
+            "metadata.source must be a non-empty string",
+            Title.INVALID_FIELD_VALUE,
         )
     normalized = source.strip().lower()
     require_product(principal, normalized)  # step 10a (§12.4)
@@ -257,6 +244,11 @@ def _check_metadata(
     if problems:
         raise metadata_error(problems)
     return metadata, normalized
+
+
+def _metadata_field(path: str, message: str, title: str = Title.MISSING_REQUIRED_FIELD) -> ApiError:
+    """Steps 8-10: FET-0402 with the §2.3 title the step selects."""
+    return ApiError("FET-0402", message, fields={path: message}, title=title)
 
 
 # --- step 12 ------------------------------------------------------------------------------

@@ -14,27 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fetcher.services.shapes import ConnectionType
 
-__all__ = [
-    "ConnectionPage",
-    "ConnectionResponse",
-    "ErrorBody",
-    "FeedItem",
-    "FeedPage",
-    "HealthBody",
-    "JobAccepted",
-    "JobResponse",
-    "ReadyCheck",
-    "ReadyzBody",
-    "SchemaResponse",
-    "SchemaTable",
-    "SchemaValidationEntry",
-    "SslResponse",
-    "TestResult",
-    "ValidateSchemaSuccess",
-    "VersionBody",
-    "shape",
-]
-
 MetadataValue = str | int | float | bool | None
 
 
