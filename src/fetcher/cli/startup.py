@@ -8,12 +8,12 @@ it delegates to the real app once the runtime is built.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fetcher import __version__
+from fetcher.services.jsontext import compact_json
 
 __all__ = ["FrontApp"]
 
@@ -58,7 +58,7 @@ class FrontApp:
                 "title": "Service Unavailable",
                 "message": "The service is starting. Please try again shortly.",
             }
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        payload = compact_json(body).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -24,7 +24,6 @@ module lives below both hosts (the hosts never import one another) and knows no 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from fetcher import __version__
 from fetcher.crypto import Redactor, is_tenant_id
 from fetcher.crypto.redact import LOG_REDACTED
+from fetcher.services.jsontext import compact_json
 from fetcher.services.metrics import Metrics
 from fetcher.services.readiness import CHECK_BUDGET_SECONDS, ReadinessProbe, readiness_report
 
@@ -108,8 +108,7 @@ class Reply:
 
 def _json(body: object, status: int = 200) -> Reply:
     """Compact UTF-8 JSON (§2.1), the bytes every host sends."""
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-    return Reply(status, text.encode())
+    return Reply(status, compact_json(body).encode())
 
 
 class Operations:

@@ -8,14 +8,13 @@
 
 from __future__ import annotations
 
-import json
-
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from fetcher.bootstrap import Runtime
+from fetcher.services.jsontext import compact_json
 from fetcher.services.operational import JSON, Operations, Reply
 
 __all__ = ["create_health_app"]
@@ -50,7 +49,7 @@ def create_health_app(runtime: Runtime) -> Starlette:
         return _response(operations.version())
 
     async def not_found(_: Request, __: Exception) -> Response:
-        body = json.dumps(_NOT_FOUND, separators=(",", ":"))
+        body = compact_json(_NOT_FOUND)
         return Response(body, status_code=404, media_type=JSON)
 
     return Starlette(
