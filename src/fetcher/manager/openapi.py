@@ -141,10 +141,6 @@ def _optional(pattern: str) -> str:
 
 # --- header and path parameters (§2.1, §2.4) ----------------------------------------------
 
-#: §2.4 after HTTP parsing: trimmed (``str.strip``), 1-100 characters of ``[A-Za-z0-9_-]``
-#: (lower-cased by the server); the characters a header value can carry around it are allowed.
-_PRODUCT = shapes.PRODUCT_HEADER.schema["pattern"]
-
 
 def product_header_parameter(*, required: bool) -> Schema:
     """``X-Product-Name`` (§2.4): required on create and assign, a filter on list."""
@@ -154,9 +150,8 @@ def product_header_parameter(*, required: bool) -> Schema:
     )
     if not required:
         description += " Optional: when present it filters the list by product."
-    return parameter(
-        "X-Product-Name", "header", description, required=required, schema=string(_PRODUCT)
-    )
+    schema = shapes.PRODUCT_HEADER.schema  # the check's own schema (§2.4)
+    return parameter("X-Product-Name", "header", description, required=required, schema=schema)
 
 
 def _path_id(what: str) -> Schema:
@@ -448,13 +443,12 @@ def validate_schema_request_schema() -> Schema:
     }
 
 
-_SCALAR = shapes.SCALAR
-_NON_NULL_SCALAR: Schema = {**_SCALAR, "type": ["string", "number", "boolean"]}
+_NON_NULL_SCALAR: Schema = {**shapes.SCALAR, "type": ["string", "number", "boolean"]}
 
 
 def _operators() -> Schema:
     """§3.4 operators and arity."""
-    many = {"type": "array", "minItems": 1, "maxItems": MAX_OPERATOR_VALUES, "items": _SCALAR}
+    many = {"type": "array", "minItems": 1, "maxItems": MAX_OPERATOR_VALUES, "items": shapes.SCALAR}
     one = {"type": "array", "minItems": 1, "maxItems": 1, "items": _NON_NULL_SCALAR}
     return {
         "type": "object",

@@ -33,7 +33,6 @@ T = TypeVar("T")
 ConnectionType = Literal["POSTGRESQL", "MYSQL", "SQL_SERVER", "ORACLE", "MONGODB", "SQLITE"]
 CONNECTION_TYPES: tuple[str, ...] = get_args(ConnectionType)
 SQLITE = "SQLITE"
-MONGODB = "MONGODB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +98,7 @@ _ANY_TYPE = TypeRules()
 
 
 def rules_of(kind: str | None) -> TypeRules:
+    """The row of ``kind``; an unknown or absent type has :data:`_ANY_TYPE`'s rules."""
     return TYPES.get(kind or "", _ANY_TYPE)
 
 
