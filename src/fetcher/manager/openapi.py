@@ -33,7 +33,7 @@ from fetcher.engine.limits import LIMIT_NAMES
 from fetcher.services import shapes
 from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.responses import ErrorBody
-from fetcher.services.shapes import ANY, NO_NUL, NW, WS, WS_CHARS, Schema, string, trimmed
+from fetcher.services.shapes import ANY, NO_NUL, NW, WS, Schema, string, trimmed
 
 _NULL: Schema = {"type": "null"}
 _EMPTY_OBJECT: Schema = {"type": "object", "maxProperties": 0}
@@ -249,16 +249,12 @@ def feed_parameters() -> list[Schema]:
     ]
 
 
-#: §2.6.8 ``schemas``: 1-20 comma-separated names, each non-blank after trimming.
-_SCHEMA_NAME = f"[^,]*[^,{WS_CHARS}][^,]*"
-
-
 def schemas_parameter() -> Schema:
     return _query(
         "schemas",
         "Comma-separated list of 1-20 non-blank schema names (ignored for MySQL, MongoDB and "
         "SQLite). Default: the connection's `schema`, else the engine default. Else FET-0405.",
-        string(f"^{_SCHEMA_NAME}(?:,{_SCHEMA_NAME}){{0,19}}$"),
+        shapes.SCHEMAS_PARAM.schema,
     )
 
 

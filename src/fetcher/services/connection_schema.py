@@ -26,6 +26,8 @@ from fetcher.services.shapes import (
     MAX_VALIDATION_DATASOURCES,
     MAX_VALIDATION_FIELDS,
     MAX_VALIDATION_TABLES,
+    SCHEMAS_PARAM,
+    Invalid,
 )
 
 __all__ = [
@@ -40,7 +42,6 @@ __all__ = [
     "schema_scope",
 ]
 
-MAX_SCHEMAS_PARAM = 20
 VALIDATION_FAILED_MESSAGE = "Schema validation found inconsistencies."
 VALIDATION_SUCCESS: Mapping[str, str] = {
     "status": "success",
@@ -52,15 +53,13 @@ ValidationTables = Mapping[str, Mapping[str, Sequence[str]]]
 
 
 def parse_schemas_param(raw: str | None) -> list[str] | None:
-    """``schemas``: 1–20 comma-separated non-blank names (trimmed), else ``400 FET-0405``."""
+    """``schemas`` (:data:`~fetcher.services.shapes.SCHEMAS_PARAM`), else ``400 FET-0405``."""
     if raw is None:
         return None
-    names = [name.strip() for name in raw.split(",")]
-    if not 1 <= len(names) <= MAX_SCHEMAS_PARAM or not all(names):
-        raise ApiError(
-            "FET-0405", "schemas must be a comma-separated list of 1 to 20 non-blank schema names"
-        )
-    return list(dict.fromkeys(names))
+    try:
+        return SCHEMAS_PARAM.check(raw)
+    except Invalid as exc:
+        raise ApiError("FET-0405", exc.message) from None
 
 
 # --- POST …/validate-schema (§2.6.9) ------------------------------------------------------

@@ -437,6 +437,26 @@ def _reserved(value: object) -> str:
 #: with the path by the caller).
 RESERVED_VALUE = Field(_reserved, string(f"^{_RESERVED_CHARS}$"))
 
+# --- the ``schemas`` query parameter of GET …/schema (§2.6.8) -----------------------------
+
+MAX_SCHEMAS_PARAM = 20
+#: One name: anything but a comma, non-blank after trimming.
+_SCHEMA_NAME = f"[^,]*[^,{WS_CHARS}][^,]*"
+
+
+def _schemas(value: object) -> list[str]:
+    """1-20 comma-separated names, each trimmed and non-blank; duplicates are dropped."""
+    names = [name.strip() for name in _string_of("schemas", value).split(",")]
+    if not 1 <= len(names) <= MAX_SCHEMAS_PARAM or not all(names):
+        raise Invalid("schemas must be a comma-separated list of 1 to 20 non-blank schema names")
+    return list(dict.fromkeys(names))
+
+
+SCHEMAS_PARAM = Field(
+    _schemas,
+    string(f"^{_SCHEMA_NAME}(?:,{_SCHEMA_NAME}){{0,{MAX_SCHEMAS_PARAM - 1}}}$"),
+)
+
 # --- metadata (§2.2, §2.5, §3.1) -----------------------------------------------------------
 
 #: §2.1: integer literals have at most 19 digits.

@@ -126,3 +126,16 @@ def test_connection_types_come_from_the_literal() -> None:
     )
     assert tuple(shapes.TYPES) == shapes.CONNECTION_TYPES  # one rules row per type, in order
     assert set(shapes.SSL_MODES) == set(shapes.CONNECTION_TYPES) - {shapes.SQLITE}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from([*"ab,, ", "\t", "\u3000"]), max_size=45))
+def test_schemas_parameter_schema_matches_its_parser(value: str) -> None:
+    assert _valid(shapes.SCHEMAS_PARAM, value) == _accepts(shapes.SCHEMAS_PARAM, value), value
+
+
+@pytest.mark.parametrize("count", [1, 20, 21])
+def test_schemas_parameter_count(count: int) -> None:
+    value = ",".join(["s"] * count)
+    assert _valid(shapes.SCHEMAS_PARAM, value) == _accepts(shapes.SCHEMAS_PARAM, value)
+    assert _accepts(shapes.SCHEMAS_PARAM, value) == (count <= 20)
