@@ -34,7 +34,6 @@ from fetcher.services.connection_validation import (
     ConnectionInput,
     SslInput,
     check_connection_fields,
-    sqlite_location_ok,
     validate_connection_create,
     validate_connection_patch,
 )
@@ -53,6 +52,13 @@ from fetcher.services.rate_limit import ConnectionTestLimiter
 from fetcher.services.records import ConnectionQuery, ConnectionRecord, SortOrder
 from fetcher.services.responses import ConnectionResponse, TestResult, shape
 from fetcher.services.schema_cache import SchemaCache
+from fetcher.services.schema_discovery import (
+    datasource_errors,
+    requested_scope,
+    schema_body,
+    schema_scope,
+)
+from fetcher.services.sqlite_files import sqlite_location_ok
 from fetcher.services.ssrf import (
     BlockedHostError,
     HostResolutionError,
@@ -763,7 +769,7 @@ class ConnectionService:
         """§2.6.8: fresh discovery (no cache), 30 s; 502 FET-1041 / FET-1042 on failure."""
         requested = rules.parse_schemas_param(schemas)
         target = await self.resolve(connection_id, principal)
-        scope = rules.schema_scope(target.type, requested, target.schema)
+        scope = schema_scope(target.type, requested, target.schema)
         try:
             discovered = await self._discover(target, scope)
         except _DiscoveryFailed as exc:
@@ -772,7 +778,7 @@ class ConnectionService:
         except ConnectFailed as exc:
             await self._log_failure("schema connect failed", target, exc)
             raise ApiError("FET-1041", TEST_FAILURE_MESSAGE) from None
-        return rules.schema_body(
+        return schema_body(
             connection_id=target.id,
             config_name=target.config_name,
             database_name=target.database_name,
@@ -836,7 +842,7 @@ class ConnectionService:
     ) -> list[dict[str, str]]:
         if target is None:
             return [{"type": "DATA_SOURCE_NOT_FOUND", "dataSourceId": name}]
-        scope = rules.requested_scope(target.type, name, tables)
+        scope = requested_scope(target.type, name, tables)
         discovered = self.schema_cache.get(name, scope, target.updated_at, tenant=tenant)
         if discovered is None:
             try:
@@ -845,4 +851,4 @@ class ConnectionService:
                 await self._log_failure("validate-schema discovery failed", target, exc)
                 return [{"type": "DATA_SOURCE_DOWN", "dataSourceId": name}]
             self.schema_cache.put(name, scope, target.updated_at, discovered, tenant=tenant)
-        return rules.datasource_errors(name, target.type, discovered, tables)
+        return datasource_errors(name, target.type, discovered, tables)
