@@ -33,6 +33,7 @@ from fetcher.services.shapes import (
     RESERVED_METADATA,
     RESERVED_VALUE,
     SSL_MODES,
+    TYPES,
     Field,
     Invalid,
     is_valid_host,
@@ -78,7 +79,6 @@ _DEFAULT_PORTS: Mapping[EngineType, int] = {
     EngineType.ORACLE: 1521,
     EngineType.MONGODB: 27017,
 }
-_SCHEMA_TYPES = frozenset({EngineType.POSTGRESQL, EngineType.SQL_SERVER, EngineType.ORACLE})
 _DB_FORBIDDEN = frozenset("?#;=/\x00")
 
 
@@ -288,7 +288,7 @@ class _Definition:
 
     def _schema(self, kind: EngineType) -> str | None:
         schema = self.get("SCHEMA")
-        if schema is not None and (kind not in _SCHEMA_TYPES or len(schema) > 128):
+        if schema is not None and (not TYPES[kind.value].schema or len(schema) > 128):
             raise _Problem(f"SCHEMA is not supported for type {kind.value} or is too long")
         return schema
 
