@@ -114,43 +114,69 @@ def _amqp_url(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     return f"amqp://{user}:{password}@{host}:{port}/{vhost}"
 
 
-async def _tail_amqp(
-    args: argparse.Namespace,
-    env: Mapping[str, str],
-    keys: ConsumerKeys,
-    printer: _Printer,
-    status: TextIO,
-) -> None:
-    import aio_pika
+@dataclass
+class _Tail:
+    """One ``fetcher events tail`` run: its options, environment, keys, output and status
+    stream, read by either source of events (:meth:`amqp` or :meth:`feed`)."""
 
-    exchange_name = args.exchange or env.get("RABBITMQ_JOB_EVENTS_EXCHANGE") or DEFAULT_EXCHANGE
-    dedup = MemoryDeduplicator()
-    connection = await aio_pika.connect_robust(_amqp_url(args, env), timeout=10)
-    async with connection:
-        channel = await connection.channel()
-        await channel.set_qos(prefetch_count=32)
-        exchange = await channel.declare_exchange(
-            exchange_name, aio_pika.ExchangeType.TOPIC, durable=True
-        )
-        if args.queue:
-            queue = await channel.declare_queue(args.queue, durable=True)
-        else:
-            queue = await channel.declare_queue("", exclusive=True, auto_delete=True)
-        for status_name in (args.type,) if args.type else ("completed", "failed"):
-            await queue.bind(exchange, routing_key=f"job.{status_name}")
+    args: argparse.Namespace
+    env: Mapping[str, str]
+    keys: ConsumerKeys
+    printer: _Printer
+    status: TextIO
+
+    async def amqp(self) -> None:
+        import aio_pika
+
+        args, env, status = self.args, self.env, self.status
+        exchange_name = args.exchange or env.get("RABBITMQ_JOB_EVENTS_EXCHANGE") or DEFAULT_EXCHANGE
+        dedup = MemoryDeduplicator()
+        connection = await aio_pika.connect_robust(_amqp_url(args, env), timeout=10)
+        async with connection:
+            channel = await connection.channel()
+            await channel.set_qos(prefetch_count=32)
+            exchange = await channel.declare_exchange(
+                exchange_name, aio_pika.ExchangeType.TOPIC, durable=True
+            )
+            if args.queue:
+                queue = await channel.declare_queue(args.queue, durable=True)
+            else:
+                queue = await channel.declare_queue("", exclusive=True, auto_delete=True)
+            for status_name in (args.type,) if args.type else ("completed", "failed"):
+                await queue.bind(exchange, routing_key=f"job.{status_name}")
+            if status.isatty():
+                status.write(f"listening on {exchange_name} (queue {queue.name})\n")
+            async with queue.iterator() as messages:
+                async for message in messages:
+                    fresh = await _handle(
+                        message,
+                        keys=self.keys,
+                        dedup=dedup,
+                        printer=self.printer,
+                        max_age=args.max_age,
+                        status=status,
+                    )
+                    if not fresh:
+                        return
+
+    async def feed(self) -> None:
+        args, status = self.args, self.status
+        dedup = MemoryDeduplicator()
+        token = api_token(args.token, self.env)
         if status.isatty():
-            status.write(f"listening on {exchange_name} (queue {queue.name})\n")
-        async with queue.iterator() as messages:
-            async for message in messages:
-                fresh = await _handle(
-                    message,
-                    keys=keys,
-                    dedup=dedup,
-                    printer=printer,
-                    max_age=args.max_age,
-                    status=status,
-                )
-                if not fresh:
+            status.write(f"following {args.feed}/v1/events after {args.after} (unsigned feed)\n")
+        async with AsyncFetcherClient(args.feed, token=token) as api:
+            async for item in api.follow_events(after=args.after):
+                if args.type and item["routingKey"] != f"job.{args.type}":
+                    continue
+                try:
+                    event = event_from_feed_item(item, self.keys)
+                except EventError as exc:
+                    status.write(f"rejected cursor {item['cursor']}: {exc}\n")
+                    continue
+                if await dedup.claim(event.ce_id) and not self.printer.emit(
+                    event, item["routingKey"]
+                ):
                     return
 
 
@@ -189,30 +215,6 @@ async def _handle(
     return go_on
 
 
-async def _tail_feed(
-    args: argparse.Namespace,
-    env: Mapping[str, str],
-    keys: ConsumerKeys,
-    printer: _Printer,
-    status: TextIO,
-) -> None:
-    dedup = MemoryDeduplicator()
-    token = api_token(args.token, env)
-    if status.isatty():
-        status.write(f"following {args.feed}/v1/events after {args.after} (unsigned feed)\n")
-    async with AsyncFetcherClient(args.feed, token=token) as api:
-        async for item in api.follow_events(after=args.after):
-            if args.type and item["routingKey"] != f"job.{args.type}":
-                continue
-            try:
-                event = event_from_feed_item(item, keys)
-            except EventError as exc:
-                status.write(f"rejected cursor {item['cursor']}: {exc}\n")
-                continue
-            if await dedup.claim(event.ce_id) and not printer.emit(event, item["routingKey"]):
-                return
-
-
 def events_command(
     argv: list[str],
     env: Mapping[str, str],
@@ -230,8 +232,8 @@ def events_command(
     try:
         keys = consumer_keys(env, args.tenant)
         printer = _Printer(stdout, args.json, args.count)
-        tail = _tail_feed if args.feed else _tail_amqp
-        asyncio.run(tail(args, env, keys, printer, stderr))
+        tail = _Tail(args, env, keys, printer, stderr)
+        asyncio.run(tail.feed() if args.feed else tail.amqp())
     except ConfigError as exc:
         stderr.write(f"Error: {exc}\n")
         return 1
