@@ -381,40 +381,6 @@ def connection_update_schema(types: Sequence[str]) -> Schema:
 
 # --- job and validate-schema bodies (§2.6.9, §3.1-§3.5) -----------------------------------
 
-#: §3.2 names: non-blank, no leading or trailing whitespace.
-_NAME = f"^{NW}(?:{ANY}*{NW})?$"
-_WILDCARD_ALONE: Schema = {
-    "anyOf": [
-        {"const": ["*"]},
-        {"items": {"not": {"const": "*"}}},
-    ]
-}
-
-
-def _mapped_fields(*, max_ds: int, max_tables: int, max_fields: int, limit_names: bool) -> Schema:
-    bound: Schema = {"maxLength": shapes.MAX_TABLE_NAME} if limit_names else {}
-    fields: Schema = {
-        "type": "array",
-        "maxItems": max_fields,
-        "items": string(_NAME, **bound),
-        **_WILDCARD_ALONE,
-    }
-    tables: Schema = {
-        "type": "object",
-        "maxProperties": max_tables,
-        "propertyNames": {"pattern": _NAME, **bound},
-        "additionalProperties": fields,
-    }
-    if limit_names:  # §3.2: a datasource needs at least one table with fields
-        tables["not"] = {"additionalProperties": {"maxItems": 0}}
-    return {
-        "type": "object",
-        "minProperties": 1,
-        "maxProperties": max_ds,
-        "propertyNames": {"pattern": _NAME},
-        "additionalProperties": tables,
-    }
-
 
 def validate_schema_request_schema() -> Schema:
     """§2.6.9 body (before resolution: FET-1062 when no datasource resolves)."""
@@ -429,11 +395,11 @@ def validate_schema_request_schema() -> Schema:
         "additionalProperties": False,
         "required": ["mappedFields"],
         "properties": {
-            "mappedFields": _mapped_fields(
-                max_ds=shapes.MAX_VALIDATION_DATASOURCES,
-                max_tables=shapes.MAX_VALIDATION_TABLES,
-                max_fields=shapes.MAX_VALIDATION_FIELDS,
-                limit_names=False,
+            "mappedFields": shapes.mapped_fields_schema(
+                shapes.MAX_VALIDATION_DATASOURCES,
+                shapes.MAX_VALIDATION_TABLES,
+                shapes.MAX_VALIDATION_FIELDS,
+                job=False,
             )
         },
     }
@@ -485,11 +451,11 @@ def job_request_schema(max_limits: Limits) -> Schema:
         "additionalProperties": False,
         "required": ["mappedFields"],
         "properties": {
-            "mappedFields": _mapped_fields(
-                max_ds=max_limits.max_datasources,
-                max_tables=max_limits.max_tables_per_datasource,
-                max_fields=max_limits.max_fields_per_table,
-                limit_names=True,
+            "mappedFields": shapes.mapped_fields_schema(
+                max_limits.max_datasources,
+                max_limits.max_tables_per_datasource,
+                max_limits.max_fields_per_table,
+                job=True,
             ),
             "filters": nullable(filters),
             "limits": nullable(

@@ -28,6 +28,8 @@ from fetcher.services.shapes import (
     MAX_VALIDATION_TABLES,
     SCHEMAS_PARAM,
     Invalid,
+    is_field_list,
+    wildcard_problem,
 )
 
 __all__ = [
@@ -89,9 +91,8 @@ def _check_shape(mapped: object) -> dict[str, dict[str, list[str]]]:
     for tables in mapped.values():
         if not isinstance(tables, dict):
             raise invalid_data_request(message)
-        for fields in tables.values():
-            if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
-                raise invalid_data_request(message)
+        if not all(is_field_list(fields) for fields in tables.values()):
+            raise invalid_data_request(message)
     return mapped
 
 
@@ -137,7 +138,6 @@ def _check_names(mapped: ValidationTables) -> None:
                     raise invalid_data_request(
                         f"field name '{field}' in '{ds}.{table}' must not be blank or padded"
                     )
-            if "*" in fields and len(fields) > 1:
-                raise invalid_data_request(
-                    f"wildcard '*' must be the only entry in the field list for '{ds}.{table}'"
-                )
+            problem = wildcard_problem(ds, table, fields)
+            if problem:
+                raise invalid_data_request(problem)

@@ -31,8 +31,10 @@ from fetcher.services.request_hash import canonical_request, request_hash
 from fetcher.services.shapes import (
     MAX_FIELD_NAME,
     MAX_TABLE_NAME,
+    is_field_list,
     metadata_error,
     metadata_problems,
+    wildcard_problem,
 )
 
 __all__ = ["MappedFields", "ValidatedJob", "validate_job_request"]
@@ -164,16 +166,15 @@ def _check_table(ds: str, table: str, entries: object) -> None:
     problem = _name_problem(table, f"table name in datasource '{ds}'", MAX_TABLE_NAME)
     if problem:
         raise invalid_data_request(problem)
-    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+    if not is_field_list(entries):
         raise invalid_data_request(f"fields of '{ds}.{table}' must be an array of strings")
     for entry in entries:
         problem = _name_problem(entry, f"field name in '{ds}.{table}'", MAX_FIELD_NAME)
         if problem:
             raise invalid_data_request(problem)
-    if "*" in entries and len(entries) > 1:
-        raise invalid_data_request(
-            f"wildcard '*' must be the only entry in the field list for '{ds}.{table}'"
-        )
+    problem = wildcard_problem(ds, table, entries)
+    if problem:
+        raise invalid_data_request(problem)
 
 
 # --- steps 6 and 7 ------------------------------------------------------------------------

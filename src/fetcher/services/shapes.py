@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, get_args
+from typing import Any, Generic, Literal, TypeGuard, TypeVar, get_args
 
 from fetcher.services.errors import ApiError
 
@@ -456,6 +456,54 @@ SCHEMAS_PARAM = Field(
     _schemas,
     string(f"^{_SCHEMA_NAME}(?:,{_SCHEMA_NAME}){{0,{MAX_SCHEMAS_PARAM - 1}}}$"),
 )
+
+# --- the mappedFields tree ``{configName: {table: [field, …]}}`` (§2.6.9, §3.2) -----------
+# The job (§3.6 steps 5 and 7) and validate-schema (§2.6.9) run these rules in their own
+# contract order and with their own messages; the tree's JSON Schema is one for both.
+
+#: §3.2 names: non-blank, no leading or trailing whitespace.
+_NAME = f"^{NW}(?:{ANY}*{NW})?$"
+
+
+def is_field_list(entries: object) -> TypeGuard[list[str]]:
+    """A leaf of the tree: an array of strings."""
+    return isinstance(entries, list) and all(isinstance(entry, str) for entry in entries)
+
+
+def wildcard_problem(ds: str, table: str, entries: Sequence[str]) -> str | None:
+    """§3.2: ``*`` must be the only entry (FET-0401 with this message otherwise)."""
+    if "*" in entries and len(entries) > 1:
+        return f"wildcard '*' must be the only entry in the field list for '{ds}.{table}'"
+    return None
+
+
+def mapped_fields_schema(max_ds: int, max_tables: int, max_fields: int, *, job: bool) -> Schema:
+    """Bounded counts, non-blank unpadded names and ``*`` alone; a job's tree (§3.2) also bounds
+    table and field names and needs a table with fields in every datasource."""
+    table_bound: Schema = {"maxLength": MAX_TABLE_NAME} if job else {}
+    field_bound: Schema = {"maxLength": MAX_FIELD_NAME} if job else {}
+    fields: Schema = {
+        "type": "array",
+        "maxItems": max_fields,
+        "items": string(_NAME, **field_bound),
+        "anyOf": [{"const": ["*"]}, {"items": {"not": {"const": "*"}}}],
+    }
+    tables: Schema = {
+        "type": "object",
+        "maxProperties": max_tables,
+        "propertyNames": {"pattern": _NAME, **table_bound},
+        "additionalProperties": fields,
+    }
+    if job:
+        tables["not"] = {"additionalProperties": {"maxItems": 0}}
+    return {
+        "type": "object",
+        "minProperties": 1,
+        "maxProperties": max_ds,
+        "propertyNames": {"pattern": _NAME},
+        "additionalProperties": tables,
+    }
+
 
 # --- metadata (§2.2, §2.5, §3.1) -----------------------------------------------------------
 
