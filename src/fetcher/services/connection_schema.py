@@ -16,12 +16,6 @@ from fetcher.services.errors import (
     missing_fields,
     unexpected_fields,
 )
-from fetcher.services.schema_discovery import (  # re-exported for ConnectionService (`rules`)
-    datasource_errors,
-    requested_scope,
-    schema_body,
-    schema_scope,
-)
 from fetcher.services.shapes import (
     MAX_VALIDATION_DATASOURCES,
     MAX_VALIDATION_FIELDS,
@@ -37,11 +31,7 @@ __all__ = [
     "VALIDATION_SUCCESS",
     "ValidationTables",
     "check_validation_body",
-    "datasource_errors",
     "parse_schemas_param",
-    "requested_scope",
-    "schema_body",
-    "schema_scope",
 ]
 
 VALIDATION_FAILED_MESSAGE = "Schema validation found inconsistencies."

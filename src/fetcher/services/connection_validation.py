@@ -36,14 +36,13 @@ from fetcher.services.errors import (
     unexpected_fields,
 )
 from fetcher.services.shapes import SQLITE, Invalid, TypeRules, rules_of
-from fetcher.services.sqlite_files import sqlite_location_ok  # re-exported for ConnectionService
+from fetcher.services.sqlite_files import sqlite_location_ok
 
 __all__ = [
     "SQLITE_LOCATION_MESSAGE",
     "ConnectionInput",
     "SslInput",
     "check_connection_fields",
-    "sqlite_location_ok",
     "validate_connection_create",
     "validate_connection_patch",
     "validate_product_header",

@@ -15,12 +15,12 @@ from fetcher.services.connection_validation import (
     SQLITE_LOCATION_MESSAGE,
     ConnectionInput,
     SslInput,
-    sqlite_location_ok,
     validate_connection_create,
     validate_connection_patch,
 )
 from fetcher.services.errors import BAD_REQUEST_MESSAGE, MISSING_FIELDS_MESSAGE, ApiError
 from fetcher.services.shapes import SSL_MODES, is_valid_host
+from fetcher.services.sqlite_files import sqlite_location_ok
 
 SERVER: dict[str, Any] = {
     "embedded": False,
