@@ -36,10 +36,8 @@ from typing import Final, overload
 
 import orjson
 
-from fetcher.engine.document import RowBatch
-from fetcher.engine.ports import Row
-from fetcher.engine.values import ExactNumber, encode_float
-from fetcher.engine.values import parse_json_column as _parse_json_column
+from fetcher.engine.kit import ExactNumber, Row, RowBatch, encode_float
+from fetcher.engine.kit import parse_json_column as _parse_json_column
 
 __all__ = ["FastRowBatch", "parse_json_column"]
 

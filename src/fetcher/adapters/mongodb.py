@@ -59,19 +59,25 @@ from fetcher.adapters.sql._common import (
     engine_error,
     translate_errors,
 )
-from fetcher.engine.document import RowBatch
-from fetcher.engine.filters.ast import BoundFieldFilter
-from fetcher.engine.filters.mongo import check_mongo_field, render_mongo_filter
-from fetcher.engine.model import ConnectionDescriptor, TlsSettings
-from fetcher.engine.ports import Row, TableQuery
-from fetcher.engine.types import Column, DiscoveredSchema, TableSchema, TypeFamily
-from fetcher.engine.values import (
+from fetcher.engine import ConnectionDescriptor
+from fetcher.engine.kit import (
+    BoundFieldFilter,
+    Column,
+    DiscoveredSchema,
+    Row,
+    RowBatch,
+    TableQuery,
+    TableSchema,
+    TlsSettings,
+    TypeFamily,
+    check_mongo_field,
     encode_bytes,
     encode_datetime,
     encode_decimal,
     encode_float,
     encode_text,
     encode_uuid,
+    render_mongo_filter,
 )
 
 __all__ = [

@@ -26,8 +26,7 @@ from typing import Any, TypeVar
 from fetcher.crypto import Redactor
 from fetcher.crypto.redact import LOG_REDACTED
 from fetcher.engine import ConnectionDescriptor, Connector, ConnectorRegistry, EngineError
-from fetcher.engine.model import TlsSettings
-from fetcher.engine.types import DiscoveredSchema, EngineType
+from fetcher.engine.kit import DiscoveredSchema, EngineType, TlsSettings
 from fetcher.services import connection_schema as rules
 from fetcher.services.access import require_product, require_unrestricted
 from fetcher.services.connection_validation import (

@@ -29,9 +29,9 @@ from fetcher.engine import (
     ErrorCategory,
     ExtractionRequest,
     ExtractionResult,
+    Plan,
 )
-from fetcher.engine.filters.parse import parse_filters
-from fetcher.engine.planner import Plan
+from fetcher.engine.kit import parse_filters
 from fetcher.services.connections import descriptor_from_record
 from fetcher.services.credentials import CredentialCipher, CredentialError
 from fetcher.services.events import CompletedResult, EventContext, completed_event, failed_event

@@ -26,8 +26,7 @@ from urllib.parse import parse_qsl
 
 from fetcher.crypto import TENANT_PATTERN_TEXT, is_tenant_id
 from fetcher.engine import ConnectionDescriptor
-from fetcher.engine.model import TlsSettings
-from fetcher.engine.types import EngineType
+from fetcher.engine.kit import EngineType, TlsSettings
 from fetcher.services.shapes import (
     CONFIG_NAME,
     RESERVED_METADATA,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from fetcher.engine.types import DiscoveredSchema
+from fetcher.engine.kit import DiscoveredSchema
 
 __all__ = ["MAX_ENTRIES", "SchemaCache"]
 

@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 from fetcher.adapters.messaging._queues import get_or_stop
 from fetcher.crypto import REDACTED, Redactor
-from fetcher.engine.errors import EngineError, ErrorCategory
+from fetcher.engine import EngineError, ErrorCategory
 from fetcher.services.runtime_ports import Delivery
 
 __all__ = [

@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from fetcher.engine.errors import EngineError, ErrorCategory
+from fetcher.engine import EngineError, ErrorCategory
 from fetcher.services.runtime_ports import ObjectWriter
 
 __all__ = ["LocalObjectStore", "create_private_file", "make_private_dirs", "map_local_errors"]

@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from fetcher.crypto import Redactor
-from fetcher.engine.errors import EngineError, ErrorCategory
+from fetcher.engine import EngineError, ErrorCategory
 from fetcher.services.runtime_ports import ObjectWriter
 
 __all__ = ["CONTENT_TYPE", "MIN_PART_SIZE", "S3ObjectStore", "map_s3_errors"]

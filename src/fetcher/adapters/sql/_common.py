@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 
-from fetcher.engine.errors import EngineError, ErrorCategory
-from fetcher.engine.model import ConnectionDescriptor
+from fetcher.engine import ConnectionDescriptor, EngineError, ErrorCategory
 
 __all__ = [
     "CONNECT_TIMEOUT_SECONDS",

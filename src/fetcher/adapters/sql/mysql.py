@@ -62,11 +62,21 @@ from fetcher.adapters.sql._common import (
     mysql_schema_excluded,
     translate_errors,
 )
-from fetcher.engine.filters.sql import dialect_for, render_select
-from fetcher.engine.model import TlsSettings
-from fetcher.engine.ports import Row, TableQuery
-from fetcher.engine.types import Column, DiscoveredSchema, EngineType, TableSchema, TypeFamily
-from fetcher.engine.values import encode_bytes, encode_value, parse_json_exact_fractions
+from fetcher.engine.kit import (
+    Column,
+    DiscoveredSchema,
+    EngineType,
+    Row,
+    TableQuery,
+    TableSchema,
+    TlsSettings,
+    TypeFamily,
+    dialect_for,
+    encode_bytes,
+    encode_value,
+    parse_json_exact_fractions,
+    render_select,
+)
 
 __all__ = [
     "MysqlConnector",

@@ -44,13 +44,19 @@ from fetcher.adapters.sql._common import (
     oracle_table_excluded,
     translate_errors,
 )
-from fetcher.engine.document import RowBatch
-from fetcher.engine.filters.sql import dialect_for, quote_identifier, render_select
-from fetcher.engine.model import ConnectionDescriptor, TlsSettings
-from fetcher.engine.ports import Row, TableQuery
-from fetcher.engine.types import Column, DiscoveredSchema, EngineType, TableSchema, TypeFamily
-from fetcher.engine.values import (
+from fetcher.engine import ConnectionDescriptor
+from fetcher.engine.kit import (
+    Column,
+    DiscoveredSchema,
+    EngineType,
     ExactNumber,
+    Row,
+    RowBatch,
+    TableQuery,
+    TableSchema,
+    TlsSettings,
+    TypeFamily,
+    dialect_for,
     encode_bytes,
     encode_datetime,
     encode_decimal,
@@ -60,6 +66,8 @@ from fetcher.engine.values import (
     encode_text,
     encode_timedelta,
     encode_value,
+    quote_identifier,
+    render_select,
 )
 
 __all__ = [

@@ -47,17 +47,17 @@ from fetcher.adapters.sql._common import (
     postgres_table_excluded,
     translate_errors,
 )
-from fetcher.engine.filters.sql import dialect_for, render_select
-from fetcher.engine.model import ConnectionDescriptor, TlsSettings
-from fetcher.engine.ports import Row, TableQuery
-from fetcher.engine.types import (
+from fetcher.engine import ConnectionDescriptor
+from fetcher.engine.kit import (
     Column,
     DiscoveredSchema,
     EngineType,
+    Row,
+    TableQuery,
     TableSchema,
+    TlsSettings,
     TypeFamily,
-)
-from fetcher.engine.values import (
+    dialect_for,
     encode_bytes,
     encode_datetime,
     encode_float,
@@ -66,6 +66,7 @@ from fetcher.engine.values import (
     encode_time,
     encode_value,
     parse_json_exact_fractions,
+    render_select,
 )
 
 __all__ = ["PostgresConnector", "map_postgres_errors", "postgres_family"]

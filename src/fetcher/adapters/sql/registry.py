@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from fetcher.adapters.sql.postgres import PostgresConnector
 from fetcher.adapters.sql.sqlite import SqliteConnector
 from fetcher.engine import ConnectionDescriptor, Connector, EngineError, ErrorCategory
-from fetcher.engine.types import EngineType
+from fetcher.engine.kit import EngineType
 
 __all__ = ["SqlConnectorRegistry"]
 

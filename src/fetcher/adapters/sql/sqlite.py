@@ -67,16 +67,22 @@ from fetcher.adapters.sql._common import (
     sqlite_name_excluded,
     translate_errors,
 )
-from fetcher.engine.filters.sql import dialect_for, render_select
-from fetcher.engine.model import ConnectionDescriptor
-from fetcher.engine.ports import Row, TableQuery
-from fetcher.engine.types import Column, DiscoveredSchema, EngineType, TableSchema, TypeFamily
-from fetcher.engine.values import (
+from fetcher.engine import ConnectionDescriptor
+from fetcher.engine.kit import (
+    Column,
+    DiscoveredSchema,
+    EngineType,
+    Row,
+    TableQuery,
+    TableSchema,
+    TypeFamily,
+    dialect_for,
     encode_bytes,
     encode_date,
     encode_datetime,
     encode_float,
     encode_text,
+    render_select,
 )
 
 __all__ = [

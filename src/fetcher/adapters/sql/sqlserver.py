@@ -46,12 +46,23 @@ from fetcher.adapters.sql._common import (
     sqlserver_schema_excluded,
     translate_errors,
 )
-from fetcher.engine.document import RowBatch
-from fetcher.engine.filters.sql import dialect_for, quote_identifier, render_select
-from fetcher.engine.model import ConnectionDescriptor, TlsSettings
-from fetcher.engine.ports import Row, TableQuery
-from fetcher.engine.types import Column, DiscoveredSchema, EngineType, TableSchema, TypeFamily
-from fetcher.engine.values import encode_float32, encode_value
+from fetcher.engine import ConnectionDescriptor
+from fetcher.engine.kit import (
+    Column,
+    DiscoveredSchema,
+    EngineType,
+    Row,
+    RowBatch,
+    TableQuery,
+    TableSchema,
+    TlsSettings,
+    TypeFamily,
+    dialect_for,
+    encode_float32,
+    encode_value,
+    quote_identifier,
+    render_select,
+)
 
 __all__ = [
     "MSSQL_THREADS",
