@@ -299,16 +299,17 @@ def _create_branch(kind: str) -> Schema:
     reserved = {key: nullable(shapes.RESERVED_VALUE.schema) for key in shapes.RESERVED_METADATA}
     reserved |= dict.fromkeys(rules.required_metadata, shapes.RESERVED_VALUE.schema)
     metadata = shapes.metadata_schema(reserved, list(rules.required_metadata))
-    properties: Schema = {
+    schemas: Schema = {
         "configName": shapes.CONFIG_NAME.schema,
         "type": string(trimmed(re.escape(kind)), description=f"`{kind}`"),
         "databaseName": shapes.SQLITE_PATH_SCHEMA if rules.file else shapes.DATABASE_NAME.schema,
         "schema": shapes.SCHEMA.schema if rules.schema else _NO_SCHEMA,
         "ssl": _ssl(rules.ssl_modes, pem=not rules.file),
         "metadata": metadata if rules.required_metadata else nullable(metadata),
+        **({} if rules.file else _NETWORK),
     }
-    if not rules.file:
-        properties |= {name: _NETWORK[name] for name in shapes.NETWORK_FIELDS}
+    # In §2.5 table order, as Swagger UI lists them.
+    properties = {name: schemas[name] for name in shapes.CONNECTION_FIELDS if name in schemas}
     branch: Schema = {
         "title": f"{kind} connection",
         "type": "object",
