@@ -273,6 +273,21 @@ _NETWORK: dict[str, Schema] = {
 }
 
 
+#: The order a create branch lists its properties in (Swagger UI shows it; the published one).
+_BRANCH_ORDER = (
+    "configName",
+    "type",
+    "host",
+    "port",
+    "databaseName",
+    "userName",
+    "password",
+    "ssl",
+    "schema",
+    "metadata",
+)
+
+
 def _ssl(modes: Sequence[str], *, pem: bool = True) -> Schema:
     """``ssl``: ``null``/``{}`` for none, else ``mode`` (the §11.2 vocabulary ``modes``, or
     ``""``) with optional PEM ``ca`` and ``cert``/``key`` given together; no PEM without TLS."""
@@ -298,7 +313,9 @@ def _create_branch(kind: str) -> Schema:
     rules = shapes.TYPES[kind]
     reserved = {key: nullable(shapes.RESERVED_VALUE.schema) for key in shapes.RESERVED_METADATA}
     reserved |= dict.fromkeys(rules.required_metadata, shapes.RESERVED_VALUE.schema)
-    metadata = shapes.metadata_schema(reserved, list(rules.required_metadata))
+    metadata = shapes.metadata_schema(reserved)
+    if rules.required_metadata:
+        metadata["required"] = list(rules.required_metadata)
     schemas: Schema = {
         "configName": shapes.CONFIG_NAME.schema,
         "type": string(trimmed(re.escape(kind)), description=f"`{kind}`"),
@@ -308,8 +325,7 @@ def _create_branch(kind: str) -> Schema:
         "metadata": metadata if rules.required_metadata else nullable(metadata),
         **({} if rules.file else _NETWORK),
     }
-    # In §2.5 table order, as Swagger UI lists them.
-    properties = {name: schemas[name] for name in shapes.CONNECTION_FIELDS if name in schemas}
+    properties = {name: schemas[name] for name in _BRANCH_ORDER if name in schemas}
     branch: Schema = {
         "title": f"{kind} connection",
         "type": "object",

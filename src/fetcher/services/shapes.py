@@ -569,12 +569,12 @@ def metadata_schema(properties: Schema | None = None, required: list[str] | None
     schema: Schema = {
         "type": "object",
         "propertyNames": {"minLength": 1, "maxLength": MAX_METADATA_KEY, "pattern": NO_NUL},
-        "additionalProperties": {**SCALAR, "maxLength": MAX_METADATA_VALUE},
+        "additionalProperties": {"type": SCALAR["type"], "maxLength": MAX_METADATA_VALUE, **SCALAR},
     }
-    if properties:
-        schema["properties"] = properties
     if required:
         schema["required"] = required
+    if properties:
+        schema["properties"] = properties
     return schema
 
 
