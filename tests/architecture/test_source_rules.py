@@ -37,3 +37,41 @@ def test_no_function_over_sixty_lines() -> None:
         and (length := (node.end_lineno or node.lineno) - node.lineno + 1) > MAX_FUNCTION_LINES
     ]
     assert found == []
+
+
+def _imported_modules(tree: ast.Module) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+    return found
+
+
+#: Outside the engine, only these engine modules may be imported: its §1.4 API, the kit of
+#: building blocks for Fetcher's own adapters and services, and the fakes for tests.
+ENGINE_SURFACE = frozenset({"fetcher.engine", "fetcher.engine.kit", "fetcher.engine.testing"})
+
+
+def test_other_rings_use_only_the_engines_declared_surface() -> None:
+    """Issue 11: the engine's submodules are private; other rings import ``fetcher.engine``
+    (§1.4) or ``fetcher.engine.kit``, never ``fetcher.engine.values`` and the like."""
+    found = [
+        f"{path.relative_to(SRC)}:{line} {module}"
+        for path, tree in _modules()
+        if path.relative_to(SRC).parts[0] != "engine"
+        for line, module in _imported_modules(tree)
+        if module.startswith("fetcher.engine") and module not in ENGINE_SURFACE
+    ]
+    assert found == []
+
+
+def test_the_kit_adds_to_the_engine_api_without_repeating_it() -> None:
+    import fetcher.engine
+    import fetcher.engine.kit
+
+    kit = fetcher.engine.kit.__all__
+    assert [name for name in kit if not hasattr(fetcher.engine.kit, name)] == []
+    assert len(set(kit)) == len(kit)
+    assert set(kit).isdisjoint(fetcher.engine.__all__)

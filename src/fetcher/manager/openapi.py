@@ -28,8 +28,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from fetcher.engine import Limits
-from fetcher.engine.filters.parse import MAX_LIKE_PATTERN, MAX_OPERATOR_VALUES
-from fetcher.engine.limits import LIMIT_NAMES
+from fetcher.engine.kit import LIMIT_NAMES, MAX_LIKE_PATTERN, MAX_OPERATOR_VALUES
 from fetcher.services import shapes
 from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.responses import ErrorBody

@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import cast
 
-from fetcher.engine.errors import EngineError
-from fetcher.engine.filters.ast import FilterSpec
-from fetcher.engine.filters.parse import FilterReferenceError, parse_filters
-from fetcher.engine.limits import LIMIT_NAMES, Limits
+from fetcher.engine import EngineError, Limits
+from fetcher.engine.kit import LIMIT_NAMES, FilterReferenceError, FilterSpec, parse_filters
 from fetcher.services.access import require_product
 from fetcher.services.errors import (
     ApiError,

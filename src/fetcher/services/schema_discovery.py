@@ -15,10 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from fetcher.engine.errors import EngineError
-from fetcher.engine.names import (
+from fetcher.engine import EngineError
+from fetcher.engine.kit import (
     DEFAULT_SCHEMA_MARKER,
+    DiscoveredSchema,
+    EngineType,
     RequestedTable,
+    TableSchema,
     discovery_scope,
     fields_case_insensitive,
     find_table,
@@ -26,7 +29,6 @@ from fetcher.engine.names import (
     parse_table_key,
     static_default_schema,
 )
-from fetcher.engine.types import DiscoveredSchema, EngineType, TableSchema
 from fetcher.services.responses import SchemaResponse, shape
 
 __all__ = ["datasource_errors", "requested_scope", "schema_body", "schema_scope"]
