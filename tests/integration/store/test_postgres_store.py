@@ -9,8 +9,15 @@ import psycopg
 import pytest
 
 from fetcher.adapters.store.postgres import PostgresMetadataStore
-from fetcher.services.ports import MetadataStore, StoreUnavailableError
-from tests.unit.store.store_contract import MS, T0, StoreContract, complete, processing_job
+from fetcher.services.ports import ActiveDuplicateError, MetadataStore, StoreUnavailableError
+from tests.unit.store.store_contract import (
+    MS,
+    T0,
+    StoreContract,
+    complete,
+    job,
+    processing_job,
+)
 from tests.unit.store.tenant_contract import TenantContract
 
 pytestmark = pytest.mark.integration
@@ -99,3 +106,24 @@ async def test_feed_seq_assigned_after_commit(store: PostgresMetadataStore) -> N
     await complete(store, record.id)
     feed = await store.read_feed(after=0, limit=10, tenant="", products=None)
     assert [(r.job_id, r.feed_seq) for r in feed] == [(record.id, 1)]
+
+
+async def test_job_insert_is_one_atomic_statement(
+    store: PostgresMetadataStore, metadata_dsn: str
+) -> None:
+    """§3.6 step 15 in one round trip: the job row and its datasource names together, and a
+    guard conflict (§3.8) leaves neither behind."""
+    first = job("same-hash", mapped='{"pg_main":{"t":["a"]},"mongo":{"c":["b"]}}')
+    await store.insert_job(first)
+    second = job("same-hash")
+    with pytest.raises(ActiveDuplicateError):
+        await store.insert_job(second)
+    async with await psycopg.AsyncConnection.connect(metadata_dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT job_id, config_name FROM job_datasources ORDER BY job_id, config_name"
+        )
+        rows = await cur.fetchall()
+        cur = await conn.execute("SELECT count(*) FROM jobs")
+        count = await cur.fetchone()
+    assert rows == [(first.id, "mongo"), (first.id, "pg_main")]
+    assert count == (1,)
