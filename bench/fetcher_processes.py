@@ -65,6 +65,19 @@ def drop_postgres(name: str) -> None:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
 
 
+def _admin_address() -> tuple[str, int]:
+    """Host and port of the bench's PostgreSQL server (``FETCHER_BENCH_POSTGRES_DSN``)."""
+    params = psycopg.conninfo.conninfo_to_dict(ADMIN)
+    return str(params.get("host", "127.0.0.1")), int(str(params.get("port", 5432)))
+
+
+def postmaster_pid() -> int:
+    """The PID of the bench's PostgreSQL server (the parent of a backend)."""
+    backend = postgres_scalar("postgres", "SELECT pg_backend_pid()")
+    fields = Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1])
+
+
 def postgres_scalar(database: str, sql: str) -> Any:
     with psycopg.connect(ADMIN, dbname=database, autocommit=True) as db:
         row = db.execute(sql.encode()).fetchone()
@@ -146,10 +159,15 @@ class JobFigure:
 
 
 class FetcherProcesses:
-    """``mode`` ``worker`` (Manager + Worker → S3) or ``embedded`` (one process → local store)."""
+    """``mode`` ``worker`` (Manager + Worker → S3), ``manager`` (the Manager alone: jobs stay
+    ``pending``, their work messages wait in the queue) or ``embedded`` (one process → local
+    store). ``manager_pid`` and ``worker_pid`` (0 when there is none) name the processes."""
 
-    def __init__(self, mode: str, **overrides: str) -> None:
+    def __init__(self, mode: str, *, worker_nice: int = 0, **overrides: str) -> None:
+        """``worker_nice`` runs the Worker at that niceness (``nice -n``), a stand-in for a
+        Worker on other cores: the Manager's requests then come first on a busy machine."""
         self.mode = mode
+        self._worker_nice = worker_nice
         self._overrides = overrides
         self._suffix = secrets.token_hex(4)
         self._dir = Path(tempfile.mkdtemp(prefix="fetcher-bench-"))
@@ -157,6 +175,13 @@ class FetcherProcesses:
         self._processes: list[subprocess.Popen[bytes]] = []
         self.base = ""
         self.pid = 0
+        self.manager_pid = 0
+        self.worker_pid = 0
+
+    @property
+    def metadata_database(self) -> str:
+        """The scratch metadata database of a Manager (empty in embedded mode)."""
+        return self._meta_db or ""
 
     def _env(self) -> dict[str, str]:
         env = {
@@ -175,12 +200,18 @@ class FetcherProcesses:
             }
         if self._meta_db is None:
             raise RuntimeError("the metadata database is created in __enter__")
-        return {**env, **distributed_env(self._meta_db, self._suffix)}
+        host, port = _admin_address()  # FETCHER_BENCH_POSTGRES_DSN may name another server
+        return {
+            **env,
+            **distributed_env(self._meta_db, self._suffix),
+            "DATABASE_URL": f"postgresql://postgres@{host}:{port}/{self._meta_db}",
+        }
 
-    def _spawn(self, env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, env: dict[str, str], name: str, nice: int = 0) -> subprocess.Popen[bytes]:
+        command = ["nice", "-n", str(nice), FETCHER, "run"] if nice else [FETCHER, "run"]
         with (self._dir / f"{name}.log").open("wb") as log:
             process = subprocess.Popen(
-                [FETCHER, "run"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+                command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
             )
         self._processes.append(process)
         return process
@@ -196,14 +227,16 @@ class FetcherProcesses:
             {**env, "FETCHER_MODE": manager_mode, "SERVER_ADDRESS": f"127.0.0.1:{port}"}, "manager"
         )
         self._wait_health(self.base)
-        self.pid = manager.pid
-        if self.mode != "embedded":
+        self.pid = self.manager_pid = manager.pid
+        if self.mode == "worker":
             health = _free_port()
             worker = self._spawn(
-                {**env, "FETCHER_MODE": "worker", "HEALTH_PORT": str(health)}, "worker"
+                {**env, "FETCHER_MODE": "worker", "HEALTH_PORT": str(health)},
+                "worker",
+                self._worker_nice,
             )
             self._wait_health(f"http://127.0.0.1:{health}")
-            self.pid = worker.pid
+            self.pid = self.worker_pid = worker.pid
         return self
 
     def _wait_health(self, base: str) -> None:
@@ -246,8 +279,9 @@ class FetcherProcesses:
         )
 
     def connect_postgres(self, name: str, database: str) -> None:
+        host, port = _admin_address()
         self._connection(
-            {"configName": name, "type": "POSTGRESQL", "host": "127.0.0.1", "port": 5432,
+            {"configName": name, "type": "POSTGRESQL", "host": host, "port": port,
              "databaseName": database, "userName": "postgres", "password": "trust-auth"}
         )  # fmt: skip
 
