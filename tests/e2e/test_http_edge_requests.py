@@ -295,3 +295,45 @@ def test_a_port_in_use_is_one_refusal_line_not_a_traceback(tmp_path: Path) -> No
         done.stderr
         == f"startup refused: cannot listen on 127.0.0.1:{port}: Address already in use\n"
     )
+
+
+# --- a bare IPv6 host on a driver that wants brackets ---------------------------------------
+
+
+#: Each engine whose driver is installed here (SQL Server's pyodbc is not); ORACLE needs its
+#: service name.
+IPV6_BODIES = {
+    "MONGODB": {},
+    "POSTGRESQL": {"userName": "u", "password": "p"},
+    "MYSQL": {"userName": "u", "password": "p"},
+    "ORACLE": {"userName": "u", "password": "p", "metadata": {"serviceName": "FREEPDB1"}},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(IPV6_BODIES))
+def test_a_connection_on_a_bare_ipv6_host_fails_its_test_cleanly(
+    server: Embedded, kind: str
+) -> None:
+    """§2.5 accepts an IPv6 host without brackets; pymongo refuses one unbracketed, which
+    used to surface as ``500 FET-0002`` on ``/test`` and ``/schema`` (found by schemathesis).
+    Nothing listens on ``[::1]:<port>``: the test is a ``failure``, the schema a 502."""
+    body = {
+        "configName": f"v6_{kind.lower()}",
+        "type": kind,
+        "host": "::1",
+        "port": free_port(),
+        "databaseName": "ledger",
+        **IPV6_BODIES[kind],
+    }
+    headers = {**JSON, "X-Product-Name": "payments"}
+    with httpx.Client(base_url=server.base_url, timeout=30) as client:
+        created = client.post("/v1/management/connections", json=body, headers=headers)
+        assert created.status_code == 201, created.text
+        path = f"/v1/management/connections/{created.json()['id']}"
+        tested = client.post(f"{path}/test")
+        assert tested.status_code == 200, tested.text
+        assert tested.json()["status"] == "failure"
+        schema = client.get(f"{path}/schema")
+        assert schema.status_code == 502, schema.text
+        assert schema.json()["code"] == "FET-1041"
+    assert "Traceback" not in server.log_tail()

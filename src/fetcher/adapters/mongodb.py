@@ -165,7 +165,7 @@ def client_options(
     c = connection
     metadata = c.metadata
     options: dict[str, Any] = {
-        "host": pinned_address or c.host,
+        "host": _bracketed(pinned_address or c.host),
         "port": c.port if c.port is not None else DEFAULT_PORT,
         "directConnection": pinned_address is not None
         or _metadata_flag(metadata.get("directConnection")),
@@ -188,6 +188,14 @@ def client_options(
     elif options["tls"] and "tlsCertificateKeyFile" in options:
         options["authMechanism"] = "MONGODB-X509"
     return options
+
+
+def _bracketed(host: str | None) -> str | None:
+    """pymongo reads ``host`` as a host list and refuses a bare IPv6 literal (``ValueError``:
+    "must be enclosed in '[' and ']'"), while §2.5 accepts IPv6 without brackets: bracket it."""
+    if host is not None and ":" in host and not host.startswith("["):
+        return f"[{host}]"
+    return host
 
 
 @contextmanager

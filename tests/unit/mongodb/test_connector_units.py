@@ -16,6 +16,7 @@ from bson.int64 import Int64
 from bson.objectid import ObjectId
 from bson.regex import Regex
 from bson.timestamp import Timestamp
+from pymongo import AsyncMongoClient
 
 from fetcher.adapters.mongodb import (
     MongoConnector,
@@ -91,6 +92,25 @@ def test_pinned_address_is_dialled_and_forces_direct_connection() -> None:
     options = client_options(conn, pinned_address="203.0.113.9")
     assert options["host"] == "203.0.113.9"
     assert options["directConnection"] is True
+
+
+@pytest.mark.parametrize(
+    ("host", "pinned", "dialled"),
+    [
+        ("2001:db8::5", None, "[2001:db8::5]"),
+        ("F:9:f:5A06:Cc::", None, "[F:9:f:5A06:Cc::]"),
+        ("db.example.com", "2001:db8::7", "[2001:db8::7]"),
+        ("db.example.com", None, "db.example.com"),
+    ],
+)
+def test_ipv6_literals_are_bracketed_for_pymongo(
+    host: str, pinned: str | None, dialled: str
+) -> None:
+    """§2.5 accepts bare IPv6 hosts; pymongo refuses them unbracketed (it was a 500 on /test)."""
+    options = client_options(_conn(host=host), pinned_address=pinned)
+    assert options["host"] == dialled
+    client = AsyncMongoClient(**options, connect=False)
+    assert len(client.topology_description.server_descriptions()) == 1
 
 
 @pytest.mark.parametrize(
