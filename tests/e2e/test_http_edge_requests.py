@@ -302,7 +302,7 @@ def test_a_port_in_use_is_one_refusal_line_not_a_traceback(tmp_path: Path) -> No
 
 #: Each engine whose driver is installed here (SQL Server's pyodbc is not); ORACLE needs its
 #: service name.
-IPV6_BODIES = {
+IPV6_BODIES: dict[str, dict[str, object]] = {
     "MONGODB": {},
     "POSTGRESQL": {"userName": "u", "password": "p"},
     "MYSQL": {"userName": "u", "password": "p"},
