@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 
 from fetcher.crypto import SIGNATURE_VERSION, extract_job_id, sign_message
+from fetcher.services.jsontext import compact_json
 from fetcher.services.records import JobRecord
 from fetcher.services.timeutil import format_ms
 
@@ -46,8 +47,7 @@ def work_message_body(job: JobRecord) -> bytes:
         message["filters"] = json.loads(job.filters_json)
     if job.limits_json:
         message["limits"] = json.loads(job.limits_json)
-    text = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text.encode("utf-8")
+    return compact_json(message, sort_keys=True).encode("utf-8")
 
 
 def signed_work_headers(
