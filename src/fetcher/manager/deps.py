@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Annotated, Literal, cast
+from typing import Annotated, cast
 
 from fastapi import Depends, Request
 from starlette.datastructures import QueryParams
@@ -17,19 +17,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fetcher.bootstrap import Runtime
 from fetcher.manager.json_body import check_media_type, parse_json_object
+from fetcher.services import shapes
 from fetcher.services.connection_validation import validate_product_header
 from fetcher.services.connections import ListRequest
 from fetcher.services.errors import ApiError
-from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.log_context import bind_log_context
 from fetcher.services.records import EventType
-from fetcher.services.shapes import (
-    FEED_CURSOR_PATTERN,
-    MAX_METADATA_FILTER_VALUE,
-    MAX_METADATA_KEY,
-    QUERY_INT_DIGITS,
-    UUID_PATTERN,
-)
 
 __all__ = [
     "FeedQuery",
@@ -45,11 +38,7 @@ __all__ = [
     "request_id",
 ]
 
-_UUID = re.compile(UUID_PATTERN)
-_QUERY_INT = re.compile(f"[0-9]{{1,{QUERY_INT_DIGITS}}}")
-_FEED_CURSOR = re.compile(FEED_CURSOR_PATTERN)
-_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
-_MAX_PAGE_PRODUCT = 2**31
+_UUID = re.compile(shapes.UUID_PATTERN)
 #: §2.6: static paths that take precedence over ``{id}`` (another method there is a 405).
 STATIC_CONNECTION_PATHS = frozenset({"unassigned", "validate-schema"})
 
@@ -96,87 +85,32 @@ def parse_job_id(raw: str) -> str:
     return job_id
 
 
-# --- query parameters ---------------------------------------------------------------------
-
-
-def _bad_query(message: str) -> ApiError:
-    return ApiError("FET-0405", message)
-
-
-def _present(params: QueryParams, name: str) -> str | None:
-    """§2.6.2: unknown parameters are ignored and empty values are treated as absent."""
-    value = params.get(name)
-    return value if value else None
-
-
-def _query_int(params: QueryParams, name: str, default: int) -> int:
-    raw = _present(params, name)
-    if raw is None:
-        return default
-    if _QUERY_INT.fullmatch(raw) is None or int(raw) < 1:
-        raise _bad_query(f"{name} must be a positive integer")
-    return int(raw)
-
-
-def _query_date(params: QueryParams, name: str) -> date | None:
-    raw = _present(params, name)
-    if raw is None:
-        return None
-    match = _DATE.fullmatch(raw)
-    try:
-        if match is None:
-            raise ValueError(raw)
-        return date(int(match[1]), int(match[2]), int(match[3]))
-    except ValueError:
-        raise ApiError("FET-0408", f"{name} must be a date in the format YYYY-MM-DD") from None
+# --- query parameters (declared in fetcher.services.shapes) --------------------------------
 
 
 def _midnight(day: date) -> datetime:
     return datetime.combine(day, time(0), tzinfo=UTC)
 
 
-def _metadata_filters(params: QueryParams) -> list[tuple[str, str]]:
-    pairs: list[tuple[str, str]] = []
-    for name, value in params.multi_items():
-        if not name.startswith("metadata.") or not value:
-            continue
-        key = name.removeprefix("metadata.")
-        if not 1 <= len(key) <= MAX_METADATA_KEY or len(value) > MAX_METADATA_FILTER_VALUE:
-            raise _bad_query(
-                f"metadata filter keys are 1-{MAX_METADATA_KEY} and values at most "
-                f"{MAX_METADATA_FILTER_VALUE} characters"
-            )
-        pairs.append((key, value))
-    return pairs
-
-
 def parse_list_request(params: QueryParams, *, max_limit: int) -> ListRequest:
     """§2.6.2 list parameters: FET-0405 to FET-0409 in parameter order."""
-    limit = _query_int(params, "limit", 10)
-    if limit > max_limit:
-        raise ApiError(
-            "FET-0406",
-            f"The pagination limit exceeds the maximum allowed of {max_limit} items per page. "
-            "Please verify the limit and try again.",
-        )
-    page = _query_int(params, "page", 1)
-    if page * limit > _MAX_PAGE_PRODUCT:
-        raise _bad_query("page × limit must not exceed 2^31")
-    sort = (_present(params, "sortOrder") or "desc").lower()
-    if sort not in ("asc", "desc"):
-        raise ApiError("FET-0407", "sortOrder must be asc or desc")
-    start = _query_date(params, "startDate")
-    end = _query_date(params, "endDate")
+    limit = shapes.list_limit(max_limit).read(params)
+    page = shapes.PAGE.read(params)
+    if page * limit > 2**shapes.PAGE_PRODUCT_EXPONENT:
+        raise ApiError("FET-0405", f"page × limit must not exceed 2^{shapes.PAGE_PRODUCT_EXPONENT}")
+    sort = shapes.SORT_ORDER.read(params)
+    start = shapes.START_DATE.read(params)
+    end = shapes.END_DATE.read(params)
     if start is not None and end is not None and end < start:
         raise ApiError("FET-0409", "endDate must not be before startDate")
     return ListRequest(
         page=page,
         limit=limit,
-        sort=cast(Literal["asc", "desc"], sort),
-        type=_present(params, "type"),
+        sort=sort,
+        type=shapes.LIST_TYPE.read(params),
         created_from=_midnight(start) if start is not None else None,
         created_before=_midnight(end) + timedelta(days=1) if end is not None else None,
-        metadata=_metadata_filters(params),
+        metadata=shapes.metadata_filters(params.multi_items()),
     )
 
 
@@ -195,34 +129,12 @@ class FeedQuery:
 
 
 def parse_feed_query(params: QueryParams) -> FeedQuery:
-    """§2.12: ``after`` ``^[0-9]{1,18}$``; ``limit`` 1..1000 (> 1000 → FET-0406); ``type``
-    ``completed|failed``; ``wait`` 0..30. Anything else → ``400 FET-0405``."""
-    after_raw = params.get("after")
-    if after_raw is not None and _FEED_CURSOR.fullmatch(after_raw) is None:
-        raise _bad_query("after must be a feed cursor")
-    limit_raw = params.get("limit")
-    if limit_raw is not None and (_QUERY_INT.fullmatch(limit_raw) is None or int(limit_raw) < 1):
-        raise _bad_query("limit must be a positive integer")
-    limit = int(limit_raw) if limit_raw is not None else DEFAULT_FEED_LIMIT
-    if limit > MAX_FEED_LIMIT:
-        raise ApiError(
-            "FET-0406",
-            f"The pagination limit exceeds the maximum allowed of {MAX_FEED_LIMIT} items per "
-            "page. Please verify the limit and try again.",
-        )
-    kind = params.get("type")
-    if kind is not None and kind not in ("completed", "failed"):
-        raise _bad_query("type must be completed or failed")
-    wait_raw = params.get("wait")
-    if wait_raw is not None and (
-        _QUERY_INT.fullmatch(wait_raw) is None or int(wait_raw) > MAX_FEED_WAIT
-    ):
-        raise _bad_query(f"wait must be an integer from 0 to {MAX_FEED_WAIT}")
+    """§2.12 ``after``, ``limit``, ``type`` and ``wait``, checked in that order."""
     return FeedQuery(
-        after=int(after_raw) if after_raw is not None else None,
-        limit=limit,
-        event_type=cast(EventType | None, kind),
-        wait=int(wait_raw) if wait_raw is not None else 0,
+        after=shapes.FEED_AFTER.read(params),
+        limit=shapes.FEED_LIMIT.read(params),
+        event_type=shapes.FEED_TYPE.read(params),
+        wait=shapes.FEED_WAIT.read(params),
     )
 
 

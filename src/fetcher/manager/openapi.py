@@ -30,7 +30,6 @@ from typing import Any, Literal
 from fetcher.engine import Limits
 from fetcher.engine.kit import LIMIT_NAMES, MAX_LIKE_PATTERN, MAX_OPERATOR_VALUES
 from fetcher.services import shapes
-from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.responses import ErrorBody
 from fetcher.services.shapes import ANY, NO_NUL, NW, WS, Schema, string, trimmed
 
@@ -40,49 +39,6 @@ _EMPTY_OBJECT: Schema = {"type": "object", "maxProperties": 0}
 
 def nullable(schema: Schema) -> Schema:
     return {"anyOf": [_NULL, schema]}
-
-
-def int_range_pattern(low: int, high: int, *, max_digits: int = shapes.QUERY_INT_DIGITS) -> str:
-    """A pattern for the decimal integers ``low..high`` in the §2.1 form: ASCII digits only,
-    leading zeros allowed, at most ``max_digits`` digits in all."""
-    high = min(high, 10**max_digits - 1)
-    if low > high:
-        raise ValueError("empty range")
-    alternatives = []
-    for width in range(len(str(low)), len(str(high)) + 1):
-        start = max(low, 10 ** (width - 1) if width > 1 else 0)
-        stop = min(high, 10**width - 1)
-        if start > stop:
-            continue
-        zeros = max_digits - width
-        prefix = f"0{{0,{zeros}}}" if zeros else ""
-        alternatives += [prefix + body for body in _same_width(str(start), str(stop))]
-    return "^(?:" + "|".join(alternatives) + ")$"
-
-
-def _same_width(low: str, high: str) -> list[str]:
-    """Patterns for the digit strings ``low..high`` of one width (no leading-zero padding)."""
-    if len(low) == 1:
-        return [_digit_class(low, high)]
-    if low[0] == high[0]:
-        return [low[0] + rest for rest in _same_width(low[1:], high[1:])]
-    tail = len(low) - 1
-    parts = []
-    if low[1:] == "0" * tail:
-        first = low[0]
-    else:
-        parts += [low[0] + rest for rest in _same_width(low[1:], "9" * tail)]
-        first = str(int(low[0]) + 1)
-    last = high[0] if high[1:] == "9" * tail else str(int(high[0]) - 1)
-    if first <= last:
-        parts.append(_digit_class(first, last) + f"[0-9]{{{tail}}}")
-    if high[1:] != "9" * tail:
-        parts += [high[0] + rest for rest in _same_width("0" * tail, high[1:])]
-    return parts
-
-
-def _digit_class(low: str, high: str) -> str:
-    return low if low == high else f"[{low}-{high}]"
 
 
 # --- route fragments: error answers, JSON bodies, parameters ------------------------------
@@ -133,11 +89,6 @@ def parameter(
     }
 
 
-def _optional(pattern: str) -> str:
-    """``pattern`` (``^…$``) that also admits the empty value (§2.6.2: empty means absent)."""
-    return f"^(?:{pattern[1:-1]})?$"
-
-
 # --- header and path parameters (§2.1, §2.4) ----------------------------------------------
 
 
@@ -169,83 +120,26 @@ def _query(name: str, description: str, schema: Schema) -> Schema:
     return parameter(name, "query", description, schema=schema)
 
 
-# --- list and feed query parameters (§2.6.2, §2.12) ---------------------------------------
-
-_DATE = {
-    "anyOf": [
-        {"type": "string", "maxLength": 0},
-        {"type": "string", "format": "date", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
-    ]
-}
+# --- list and feed query parameters (§2.6.2, §2.12), declared in shapes --------------------
 
 
 def list_parameters(max_limit: int) -> list[Schema]:
     """§2.6.2 query parameters; an empty value is treated as absent."""
-    return [
-        _query(
-            "limit",
-            f"Page size 1..{max_limit} (MAX_PAGINATION_LIMIT), default 10. Not an integer → "
-            f"FET-0405; over {max_limit} → FET-0406.",
-            string(_optional(int_range_pattern(1, max_limit))),
-        ),
-        _query(
-            "page",
-            "Page number ≥ 1, default 1. `page × limit` > 2^31 → FET-0405.",
-            string(_optional(int_range_pattern(1, 10**shapes.QUERY_INT_DIGITS - 1))),
-        ),
-        _query(
-            "sortOrder",
-            "`asc` or `desc` (case-insensitive) by createdAt, then id; default `desc`.",
-            string("^(?:[Aa][Ss][Cc]|[Dd][Ee][Ss][Cc])?$"),
-        ),
-        _query(
-            "type",
-            "Case-insensitive connection type; an unknown one matches nothing.",
-            {"type": "string"},
-        ),
-        _query("startDate", "YYYY-MM-DD (UTC): createdAt ≥ that day. Else FET-0408.", _DATE),
-        _query(
-            "endDate",
-            "YYYY-MM-DD (UTC): createdAt < the next day. Else FET-0408; before startDate → "
-            "FET-0409.",
-            _DATE,
-        ),
-    ]
+    return [_query(p.name, p.description, p.schema) for p in shapes.list_params(max_limit)]
 
 
 LIST_DESCRIPTION = (
     "Unknown query parameters are ignored and empty values are treated as absent. "
-    "`metadata.<key>=<value>` parameters (several are ANDed) match connections whose "
-    "`metadata[key]` is that string, or a number or boolean with that JSON text; a key over "
-    f"{shapes.MAX_METADATA_KEY} or a value over {shapes.MAX_METADATA_FILTER_VALUE} characters "
-    "→ 400 FET-0405."
+    f"`{shapes.METADATA_FILTER_PREFIX}<key>=<value>` parameters (several are ANDed) match "
+    "connections whose `metadata[key]` is that string, or a number or boolean with that JSON "
+    f"text; a key over {shapes.MAX_METADATA_KEY} or a value over "
+    f"{shapes.MAX_METADATA_FILTER_VALUE} characters → 400 FET-0405."
 )
 
 
 def feed_parameters() -> list[Schema]:
     """§2.12 event-feed parameters (empty values are malformed here)."""
-    return [
-        _query(
-            "after",
-            f"Only events after this cursor (`^{shapes.FEED_CURSOR_PATTERN}$`).",
-            string(f"^{shapes.FEED_CURSOR_PATTERN}$"),
-        ),
-        _query(
-            "limit",
-            f"1..{MAX_FEED_LIMIT} (default {DEFAULT_FEED_LIMIT}); over {MAX_FEED_LIMIT} → "
-            "FET-0406.",
-            string(int_range_pattern(1, MAX_FEED_LIMIT)),
-        ),
-        _query(
-            "type", "`completed` or `failed`.", {"type": "string", "enum": ["completed", "failed"]}
-        ),
-        _query(
-            "wait",
-            f"Long-poll: wait up to 0..{MAX_FEED_WAIT} seconds for a matching event before "
-            "answering.",
-            string(int_range_pattern(0, MAX_FEED_WAIT)),
-        ),
-    ]
+    return [_query(p.name, p.description, p.schema) for p in shapes.FEED_PARAMS]
 
 
 def schemas_parameter() -> Schema:

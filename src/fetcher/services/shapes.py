@@ -16,13 +16,17 @@ set ``str.strip()`` removes), and every string schema excludes U+0000 (a §2.1 h
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeGuard, TypeVar, get_args
+from datetime import date
+from typing import Any, Generic, Literal, TypeGuard, TypeVar, cast, get_args
 
 from fetcher.services.errors import ApiError
+from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
+from fetcher.services.records import EventType
 
 Schema = dict[str, Any]
 T = TypeVar("T")
@@ -598,3 +602,264 @@ def _product(value: object) -> str:
 #: After HTTP parsing: 1-100 characters of ``[A-Za-z0-9_-]`` (lower-cased by the server); the
 #: characters a header value can carry around it are allowed. Blank values are the caller's.
 PRODUCT_HEADER = Field(_product, string("^[ \t\x85\xa0]*[A-Za-z0-9_-]{1,100}[ \t\x85\xa0]*$"))
+
+
+# --- query parameters of the list routes (§2.6.2) and the event feed (§2.12) ---------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueryParam(Generic[T]):
+    """One query parameter: ``parse`` maps its text (``None`` when absent) to its value or
+    raises the :class:`ApiError` of its rule (FET-0405 to FET-0408, the contract's message);
+    ``schema`` accepts exactly the texts ``parse`` accepts; ``description`` is published too."""
+
+    name: str
+    parse: Callable[[str | None], T]
+    schema: Schema
+    description: str
+    #: §2.6.2 treats an empty value as absent (``schema`` admits it); §2.12 as malformed.
+    empty_absent: bool = True
+
+    def read(self, params: Mapping[str, str]) -> T:
+        raw = params.get(self.name)
+        return self.parse(None if self.empty_absent and raw == "" else raw)
+
+
+def _optional(parse: Callable[[str], T]) -> Callable[[str | None], T | None]:
+    return lambda raw: None if raw is None else parse(raw)
+
+
+def _defaulted(parse: Callable[[str], T], default: object) -> Callable[[str | None], T]:
+    """An absent value is ``default``, checked like a sent one."""
+    return lambda raw: parse(str(default) if raw is None else raw)
+
+
+def _or_empty(pattern: str, empty_absent: bool = True) -> str:
+    """``pattern`` (``^…$``) that also admits the empty value where that means absent."""
+    return f"^(?:{pattern[1:-1]})?$" if empty_absent else pattern
+
+
+def int_range_pattern(low: int, high: int, *, max_digits: int = QUERY_INT_DIGITS) -> str:
+    """A pattern for the decimal integers ``low..high`` in the §2.1 form: ASCII digits only,
+    leading zeros allowed, at most ``max_digits`` digits in all."""
+    high = min(high, 10**max_digits - 1)
+    if low > high:
+        raise ValueError("empty range")
+    alternatives = []
+    for width in range(len(str(low)), len(str(high)) + 1):
+        start = max(low, 10 ** (width - 1) if width > 1 else 0)
+        stop = min(high, 10**width - 1)
+        if start > stop:
+            continue
+        zeros = max_digits - width
+        prefix = f"0{{0,{zeros}}}" if zeros else ""
+        alternatives += [prefix + body for body in _same_width(str(start), str(stop))]
+    return "^(?:" + "|".join(alternatives) + ")$"
+
+
+def _same_width(low: str, high: str) -> list[str]:
+    """Patterns for the digit strings ``low..high`` of one width (no leading-zero padding)."""
+    if len(low) == 1:
+        return [_digit_class(low, high)]
+    if low[0] == high[0]:
+        return [low[0] + rest for rest in _same_width(low[1:], high[1:])]
+    tail = len(low) - 1
+    parts = []
+    if low[1:] == "0" * tail:
+        first = low[0]
+    else:
+        parts += [low[0] + rest for rest in _same_width(low[1:], "9" * tail)]
+        first = str(int(low[0]) + 1)
+    last = high[0] if high[1:] == "9" * tail else str(int(high[0]) - 1)
+    if first <= last:
+        parts.append(_digit_class(first, last) + f"[0-9]{{{tail}}}")
+    if high[1:] != "9" * tail:
+        parts += [high[0] + rest for rest in _same_width("0" * tail, high[1:])]
+    return parts
+
+
+def _digit_class(low: str, high: str) -> str:
+    return low if low == high else f"[{low}-{high}]"
+
+
+_QUERY_INT = re.compile(f"[0-9]{{1,{QUERY_INT_DIGITS}}}")
+MAX_QUERY_INT = 10**QUERY_INT_DIGITS - 1
+
+
+def _query_int(
+    name: str, low: int, high: int, default: int, description: str, *, empty_absent: bool = True
+) -> QueryParam[int]:
+    """``low..high`` in the §2.1 integer form (1-9 ASCII digits), else FET-0405; but a positive
+    ``limit`` over its maximum ``high`` is FET-0406 (§2.6.2, §2.12). Absent is ``default``."""
+    if low == 1:
+        wrong = f"{name} must be a positive integer"
+    else:
+        wrong = f"{name} must be an integer from {low} to {high}"
+    ceiling = MAX_QUERY_INT if name == "limit" else high
+
+    def parse(raw: str) -> int:
+        if _QUERY_INT.fullmatch(raw) is None or not low <= int(raw) <= ceiling:
+            raise ApiError("FET-0405", wrong)
+        if int(raw) > high:
+            raise ApiError(
+                "FET-0406",
+                f"The pagination limit exceeds the maximum allowed of {high} items per page. "
+                "Please verify the limit and try again.",
+            )
+        return int(raw)
+
+    schema = string(_or_empty(int_range_pattern(low, high), empty_absent))
+    return QueryParam(name, _defaulted(parse, default), schema, description, empty_absent)
+
+
+#: §2.6.2: ``page × limit`` must not exceed 2^31 (FET-0405).
+PAGE_PRODUCT_EXPONENT = 31
+DEFAULT_PAGE_LIMIT = 10
+
+
+@functools.cache
+def list_limit(max_limit: int) -> QueryParam[int]:
+    """§2.6.2 ``limit``: 1..``MAX_PAGINATION_LIMIT``; the default is checked against it too."""
+    return _query_int(
+        "limit",
+        1,
+        max_limit,
+        DEFAULT_PAGE_LIMIT,
+        f"Page size 1..{max_limit} (MAX_PAGINATION_LIMIT), default {DEFAULT_PAGE_LIMIT}. Not an "
+        f"integer → FET-0405; over {max_limit} → FET-0406.",
+    )
+
+
+PAGE = _query_int(
+    "page",
+    1,
+    MAX_QUERY_INT,
+    1,
+    f"Page number ≥ 1, default 1. `page × limit` > 2^{PAGE_PRODUCT_EXPONENT} → FET-0405.",
+)
+SORT_ORDERS = ("asc", "desc")
+
+
+def _sort_order(raw: str) -> Literal["asc", "desc"]:
+    sort = raw.lower()
+    if sort not in SORT_ORDERS:
+        raise ApiError("FET-0407", "sortOrder must be " + " or ".join(SORT_ORDERS))
+    return cast(Literal["asc", "desc"], sort)
+
+
+SORT_ORDER = QueryParam(
+    "sortOrder",
+    _defaulted(_sort_order, "desc"),
+    string("^(?:" + "|".join("".join(f"[{c.upper()}{c}]" for c in o) for o in SORT_ORDERS) + ")?$"),
+    "`asc` or `desc` (case-insensitive) by createdAt, then id; default `desc`.",
+)
+LIST_TYPE: QueryParam[str | None] = QueryParam(
+    "type",
+    lambda raw: raw,
+    {"type": "string"},
+    "Case-insensitive connection type; an unknown one matches nothing.",
+)
+_DATE = "[0-9]{4}-[0-9]{2}-[0-9]{2}"
+
+
+def _date_param(name: str, description: str) -> QueryParam[date | None]:
+    """A ``YYYY-MM-DD`` calendar date, else FET-0408."""
+
+    def parse(raw: str) -> date:
+        try:
+            if re.fullmatch(_DATE, raw) is None:
+                raise ValueError(raw)
+            return date.fromisoformat(raw)
+        except ValueError:
+            raise ApiError("FET-0408", f"{name} must be a date in the format YYYY-MM-DD") from None
+
+    schema = {
+        "anyOf": [
+            {"type": "string", "maxLength": 0},
+            {"type": "string", "format": "date", "pattern": f"^{_DATE}$"},
+        ]
+    }
+    return QueryParam(name, _optional(parse), schema, description)
+
+
+START_DATE = _date_param("startDate", "YYYY-MM-DD (UTC): createdAt ≥ that day. Else FET-0408.")
+END_DATE = _date_param(
+    "endDate",
+    "YYYY-MM-DD (UTC): createdAt < the next day. Else FET-0408; before startDate → FET-0409.",
+)
+
+
+def list_params(max_limit: int) -> tuple[QueryParam[Any], ...]:
+    """The §2.6.2 parameters, in the order they are checked and published."""
+    return (list_limit(max_limit), PAGE, SORT_ORDER, LIST_TYPE, START_DATE, END_DATE)
+
+
+#: §2.6.2 ``metadata.<key>=<value>`` filters (the prefix; several are ANDed).
+METADATA_FILTER_PREFIX = "metadata."
+
+
+def metadata_filters(items: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The non-empty ``metadata.<key>`` filters in order; a key over :data:`MAX_METADATA_KEY`
+    or a value over :data:`MAX_METADATA_FILTER_VALUE` characters → FET-0405."""
+    pairs: list[tuple[str, str]] = []
+    for name, value in items:
+        if not name.startswith(METADATA_FILTER_PREFIX) or not value:
+            continue
+        key = name.removeprefix(METADATA_FILTER_PREFIX)
+        if not 1 <= len(key) <= MAX_METADATA_KEY or len(value) > MAX_METADATA_FILTER_VALUE:
+            raise ApiError(
+                "FET-0405",
+                f"metadata filter keys are 1-{MAX_METADATA_KEY} and values at most "
+                f"{MAX_METADATA_FILTER_VALUE} characters",
+            )
+        pairs.append((key, value))
+    return pairs
+
+
+def _feed_cursor(raw: str) -> int:
+    if re.fullmatch(FEED_CURSOR_PATTERN, raw) is None:
+        raise ApiError("FET-0405", "after must be a feed cursor")
+    return int(raw)
+
+
+EVENT_TYPES: tuple[EventType, ...] = get_args(EventType)
+
+
+def _event_type(raw: str) -> EventType:
+    if raw not in EVENT_TYPES:
+        raise ApiError("FET-0405", "type must be " + " or ".join(EVENT_TYPES))
+    return raw
+
+
+FEED_AFTER = QueryParam(
+    "after",
+    _optional(_feed_cursor),
+    string(f"^{FEED_CURSOR_PATTERN}$"),
+    f"Only events after this cursor (`^{FEED_CURSOR_PATTERN}$`).",
+    empty_absent=False,
+)
+FEED_LIMIT = _query_int(
+    "limit",
+    1,
+    MAX_FEED_LIMIT,
+    DEFAULT_FEED_LIMIT,
+    f"1..{MAX_FEED_LIMIT} (default {DEFAULT_FEED_LIMIT}); over {MAX_FEED_LIMIT} → FET-0406.",
+    empty_absent=False,
+)
+FEED_TYPE = QueryParam(
+    "type",
+    _optional(_event_type),
+    {"type": "string", "enum": list(EVENT_TYPES)},
+    " or ".join(f"`{kind}`" for kind in EVENT_TYPES) + ".",
+    empty_absent=False,
+)
+FEED_WAIT = _query_int(
+    "wait",
+    0,
+    MAX_FEED_WAIT,
+    0,
+    f"Long-poll: wait up to 0..{MAX_FEED_WAIT} seconds for a matching event before answering.",
+    empty_absent=False,
+)
+#: §2.12 event-feed parameters, in the order they are checked (empty values are malformed).
+FEED_PARAMS = (FEED_AFTER, FEED_LIMIT, FEED_TYPE, FEED_WAIT)

@@ -58,7 +58,7 @@ def test_whitespace_class_is_exactly_what_strip_removes() -> None:
 
 @pytest.mark.parametrize(("low", "high"), [(1, 100), (0, 30), (1, 1000), (1, 37), (5, 12345)])
 def test_int_range_pattern(low: int, high: int) -> None:
-    pattern = re.compile(openapi.int_range_pattern(low, high))
+    pattern = re.compile(shapes.int_range_pattern(low, high))
     for number in range(20_000):
         for text in (str(number), str(number).zfill(9), f"0{number}", f"+{number}", f" {number}"):
             expected = text.isdigit() and len(text) <= 9 and low <= number <= high
