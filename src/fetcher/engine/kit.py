@@ -14,7 +14,9 @@ from fetcher.engine.filters.mongo import check_mongo_field, render_mongo_filter
 from fetcher.engine.filters.parse import (
     MAX_LIKE_PATTERN,
     MAX_OPERATOR_VALUES,
+    OPERATOR_ARITY,
     FilterReferenceError,
+    OperatorArity,
     parse_filters,
 )
 from fetcher.engine.filters.sql import dialect_for, quote_identifier, render_select
@@ -77,6 +79,8 @@ __all__ = [
     "FilterReferenceError",
     "MAX_LIKE_PATTERN",
     "MAX_OPERATOR_VALUES",
+    "OPERATOR_ARITY",
+    "OperatorArity",
     "parse_filters",
     "dialect_for",
     "quote_identifier",

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from fetcher.engine import Limits
-from fetcher.engine.kit import LIMIT_NAMES, MAX_LIKE_PATTERN, MAX_OPERATOR_VALUES
+from fetcher.engine.kit import LIMIT_NAMES, MAX_LIKE_PATTERN, OPERATOR_ARITY, OperatorArity
 from fetcher.services import shapes
 from fetcher.services.responses import ErrorBody
 from fetcher.services.shapes import ANY, NO_NUL, NW, WS, Schema, string, trimmed
@@ -319,30 +319,18 @@ _NON_NULL_SCALAR: Schema = {**shapes.SCALAR, "type": ["string", "number", "boole
 
 
 def _operators() -> Schema:
-    """§3.4 operators and arity."""
-    many = {"type": "array", "minItems": 1, "maxItems": MAX_OPERATOR_VALUES, "items": shapes.SCALAR}
-    one = {"type": "array", "minItems": 1, "maxItems": 1, "items": _NON_NULL_SCALAR}
+    """§3.4 operators and arity, from the engine's table."""
+    like: Schema = {"type": "string", "maxLength": MAX_LIKE_PATTERN, "pattern": NO_NUL}
+
+    def values(arity: OperatorArity) -> Schema:
+        items = like if arity.pattern else shapes.SCALAR if arity.nullable else _NON_NULL_SCALAR
+        return {"type": "array", "minItems": arity.min, "maxItems": arity.max, "items": items}
+
     return {
         "type": "object",
         "minProperties": 1,
         "additionalProperties": False,
-        "properties": {
-            "eq": many,
-            "ne": many,
-            "in": many,
-            "nin": many,
-            "gt": one,
-            "gte": one,
-            "lt": one,
-            "lte": one,
-            "between": {"type": "array", "minItems": 2, "maxItems": 2, "items": _NON_NULL_SCALAR},
-            "like": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": 1,
-                "items": {"type": "string", "maxLength": MAX_LIKE_PATTERN, "pattern": NO_NUL},
-            },
-        },
+        "properties": {op.value: values(arity) for op, arity in OPERATOR_ARITY.items()},
     }
 
 

@@ -6,6 +6,7 @@ asserted) against the service-side rule it documents, on hand-picked and generat
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from typing import Any
@@ -15,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fetcher.engine import DEFAULT_LIMITS
+from fetcher.engine import DEFAULT_LIMITS, EngineError
+from fetcher.engine.kit import OPERATOR_ARITY, parse_filters
 from fetcher.manager import openapi
 from fetcher.services import shapes
 from fetcher.services.connection_validation import (
@@ -232,3 +234,56 @@ async def test_served_document_fits_the_deployment(make_harness: HarnessFactory)
     assert all("SQLITE" not in branch["title"] for branch in create["anyOf"])
     body = document["paths"][C]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"] == {"$ref": "#/components/schemas/ConnectionCreate"}
+
+
+_FILTER_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(-1e6, 1e6, allow_nan=False),
+    st.text(st.characters(blacklist_characters="\x00"), max_size=3),
+    st.just("x" * 257),  # over the LIKE pattern bound
+    st.just([1]),  # not a scalar
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from([*(op.value for op in OPERATOR_ARITY), "foo"]),
+        st.one_of(st.lists(_FILTER_VALUES, max_size=4), st.integers(0, 1)),
+        max_size=3,
+    )
+)
+def test_filter_operator_schema_matches_the_engine(condition: dict[str, Any]) -> None:
+    """§3.4: the operators' JSON Schema (generated from the engine's OPERATOR_ARITY) accepts a
+    field condition exactly when the engine's filter parser does."""
+    components = openapi.request_components(sqlite=False, max_limits=DEFAULT_LIMITS)
+    job = _validator(components["JobRequest"])
+    mapped = {"pg": {"t": ["id"]}}
+    filters = {"pg": {"t": {"id": condition}}}
+    body = {
+        "dataRequest": {"mappedFields": mapped, "filters": filters},
+        "metadata": {"source": "p"},
+    }
+    try:
+        parse_filters(filters, mapped)
+        parsed = True
+    except EngineError:
+        parsed = False
+    assert job.is_valid(body) == parsed, condition
+
+
+@pytest.mark.parametrize("count", [1000, 1001])
+def test_filter_operator_schema_list_cap(count: int) -> None:
+    components = openapi.request_components(sqlite=False, max_limits=DEFAULT_LIMITS)
+    job = _validator(components["JobRequest"])
+    mapped = {"pg": {"t": ["id"]}}
+    filters = {"pg": {"t": {"id": {"in": list(range(count))}}}}
+    body = {
+        "dataRequest": {"mappedFields": mapped, "filters": filters},
+        "metadata": {"source": "p"},
+    }
+    assert job.is_valid(body) == (count <= 1000)
+    with pytest.raises(EngineError) if count > 1000 else contextlib.nullcontext():
+        parse_filters(filters, mapped)

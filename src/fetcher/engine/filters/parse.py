@@ -37,9 +37,11 @@ __all__ = [
     "MAX_LIKE_PATTERN",
     "MAX_OPERATOR_VALUES",
     "MAX_TABLE_VALUES",
+    "OPERATOR_ARITY",
     "FilterReferenceError",
     "LikeToken",
     "LikeTokenKind",
+    "OperatorArity",
     "check_table_value_count",
     "count_filter_values",
     "like_tokens",
@@ -53,16 +55,35 @@ MAX_TABLE_VALUES = 2000
 #: §3.4 "Value counts": characters of a ``like`` pattern.
 MAX_LIKE_PATTERN = 256
 
-_LISTS = frozenset({Operator.EQ, Operator.NE, Operator.IN, Operator.NIN})
-_NULLABLE = _LISTS
-_ARITY: Mapping[Operator, tuple[int, str]] = {
-    Operator.GT: (1, "exactly 1 value"),
-    Operator.GTE: (1, "exactly 1 value"),
-    Operator.LT: (1, "exactly 1 value"),
-    Operator.LTE: (1, "exactly 1 value"),
-    Operator.LIKE: (1, "exactly 1 value"),
-    Operator.BETWEEN: (2, "exactly 2 values"),
-}
+
+@dataclass(frozen=True, slots=True)
+class OperatorArity:
+    """§3.4: how many values an operator takes, whether ``null`` is one of them, and whether
+    its one value is a LIKE pattern (a string of at most :data:`MAX_LIKE_PATTERN` characters)."""
+
+    min: int
+    max: int
+    nullable: bool = False
+    pattern: bool = False
+
+
+_LIST = OperatorArity(1, MAX_OPERATOR_VALUES, nullable=True)
+_ONE = OperatorArity(1, 1)
+#: §3.4 operators and their arity (the Manager's JSON Schema is generated from it).
+OPERATOR_ARITY: Mapping[Operator, OperatorArity] = MappingProxyType(
+    {
+        Operator.EQ: _LIST,
+        Operator.NE: _LIST,
+        Operator.IN: _LIST,
+        Operator.NIN: _LIST,
+        Operator.GT: _ONE,
+        Operator.GTE: _ONE,
+        Operator.LT: _ONE,
+        Operator.LTE: _ONE,
+        Operator.BETWEEN: OperatorArity(2, 2),
+        Operator.LIKE: OperatorArity(1, 1, pattern=True),
+    }
+)
 _EMPTY_SPEC: FilterSpec = MappingProxyType({})
 
 
@@ -141,10 +162,11 @@ def _parse_condition(field: str, name: str, raw: object) -> Condition:
     if not isinstance(raw, list):
         raise _fail(f"{op} operator for field '{field}' must have an array of values")
     values = tuple(_scalar(field, op, element) for element in raw)
-    _check_arity(field, op, values)
-    if op not in _NULLABLE and any(v is None for v in values):
+    arity = OPERATOR_ARITY[op]
+    _check_arity(field, op, arity, len(values))
+    if not arity.nullable and any(v is None for v in values):
         raise _fail(f"{op} operator for field '{field}' does not allow null values")
-    if op is Operator.LIKE:
+    if arity.pattern:
         pattern = values[0]
         if not isinstance(pattern, str):
             raise _fail(f"like operator for field '{field}' must have a string pattern")
@@ -165,20 +187,23 @@ def _scalar(field: str, op: Operator, element: object) -> Scalar:
     )
 
 
-def _check_arity(field: str, op: Operator, values: tuple[Scalar, ...]) -> None:
-    n = len(values)
-    if op in _LISTS:
-        if n < 1:
-            raise _fail(f"{op} operator for field '{field}' must have at least 1 value, got {n}")
-        if n > MAX_OPERATOR_VALUES:
-            raise _fail(
-                f"{op} operator for field '{field}' must have at most "
-                f"{MAX_OPERATOR_VALUES} values, got {n}"
-            )
-        return
-    expected, rule = _ARITY[op]
-    if n != expected:
-        raise _fail(f"{op} operator for field '{field}' must have {rule}, got {n}")
+def _values(n: int) -> str:
+    return f"{n} value" if n == 1 else f"{n} values"
+
+
+def _check_arity(field: str, op: Operator, arity: OperatorArity, n: int) -> None:
+    if arity.min == arity.max and n != arity.min:
+        raise _fail(
+            f"{op} operator for field '{field}' must have exactly {_values(arity.min)}, got {n}"
+        )
+    if n < arity.min:
+        raise _fail(
+            f"{op} operator for field '{field}' must have at least {_values(arity.min)}, got {n}"
+        )
+    if n > arity.max:
+        raise _fail(
+            f"{op} operator for field '{field}' must have at most {_values(arity.max)}, got {n}"
+        )
 
 
 def count_filter_values(field_filters: Iterable[FieldFilter]) -> int:
