@@ -14,6 +14,7 @@ from fetcher.engine.filters.mongo import check_mongo_field, render_mongo_filter
 from fetcher.engine.filters.parse import (
     MAX_LIKE_PATTERN,
     MAX_OPERATOR_VALUES,
+    MAX_TABLE_VALUES,
     OPERATOR_ARITY,
     FilterReferenceError,
     OperatorArity,
@@ -79,6 +80,7 @@ __all__ = [
     "FilterReferenceError",
     "MAX_LIKE_PATTERN",
     "MAX_OPERATOR_VALUES",
+    "MAX_TABLE_VALUES",
     "OPERATOR_ARITY",
     "OperatorArity",
     "parse_filters",

@@ -28,10 +28,16 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from fetcher.engine import Limits
-from fetcher.engine.kit import LIMIT_NAMES, MAX_LIKE_PATTERN, OPERATOR_ARITY, OperatorArity
+from fetcher.engine.kit import (
+    LIMIT_NAMES,
+    MAX_LIKE_PATTERN,
+    MAX_TABLE_VALUES,
+    OPERATOR_ARITY,
+    OperatorArity,
+)
 from fetcher.services import shapes
 from fetcher.services.responses import ErrorBody
-from fetcher.services.shapes import ANY, NO_NUL, NW, WS, Schema, string, trimmed
+from fetcher.services.shapes import NO_NUL, WS, Schema, string, trimmed
 
 _NULL: Schema = {"type": "null"}
 _EMPTY_OBJECT: Schema = {"type": "object", "maxProperties": 0}
@@ -95,8 +101,8 @@ def parameter(
 def product_header_parameter(*, required: bool) -> Schema:
     """``X-Product-Name`` (§2.4): required on create and assign, a filter on list."""
     description = (
-        "The owning product: trimmed, then lower-cased; 1-100 characters of letters, digits, "
-        "`_` and `-`. Violations → 400 FET-0403."
+        f"The owning product: trimmed, then lower-cased; 1-{shapes.MAX_PRODUCT} characters of "
+        "letters, digits, `_` and `-`. Violations → 400 FET-0403."
     )
     if not required:
         description += " Optional: when present it filters the list by product."
@@ -145,8 +151,9 @@ def feed_parameters() -> list[Schema]:
 def schemas_parameter() -> Schema:
     return _query(
         "schemas",
-        "Comma-separated list of 1-20 non-blank schema names (ignored for MySQL, MongoDB and "
-        "SQLite). Default: the connection's `schema`, else the engine default. Else FET-0405.",
+        f"Comma-separated list of 1-{shapes.MAX_SCHEMAS_PARAM} non-blank schema names (ignored "
+        "for MySQL, MongoDB and SQLite). Default: the connection's `schema`, else the engine "
+        "default. Else FET-0405.",
         shapes.SCHEMAS_PARAM.schema,
     )
 
@@ -297,9 +304,11 @@ def validate_schema_request_schema() -> Schema:
     return {
         "title": "ValidateSchemaRequest",
         "description": (
-            "`{mappedFields: {configName: {table: [field, …]}}}`: at most 10 datasources, 20 "
-            "tables each and 50 fields per table (FET-1061); names non-blank and unpadded; `*` "
-            "only alone. When none of the datasources resolve → 400 FET-1062."
+            "`{mappedFields: {configName: {table: [field, …]}}}`: at most "
+            f"{shapes.MAX_VALIDATION_DATASOURCES} datasources, {shapes.MAX_VALIDATION_TABLES} "
+            f"tables each and {shapes.MAX_VALIDATION_FIELDS} fields per table (FET-1061); names "
+            "non-blank and unpadded; `*` only alone. When none of the datasources resolve → 400 "
+            "FET-1062."
         ),
         "type": "object",
         "additionalProperties": False,
@@ -374,24 +383,15 @@ def job_request_schema(max_limits: Limits) -> Schema:
             "§3.1 body, validated in the order of §3.6. Not expressible here: every datasource "
             "must resolve to a connection owned by the normalized `metadata.source` (FET-1020, "
             "FET-1014, FET-1016) and pass a live test (FET-1040, FET-0414); limit overrides "
-            "lower the counts; filter datasources must appear in `mappedFields`; at most 2000 "
-            "filter values per table."
+            "lower the counts; filter datasources must appear in `mappedFields`; at most "
+            f"{MAX_TABLE_VALUES} filter values per table."
         ),
         "type": "object",
         "additionalProperties": False,
         "required": ["dataRequest", "metadata"],
         "properties": {
             "dataRequest": data_request,
-            "metadata": shapes.metadata_schema(
-                {
-                    "source": string(
-                        f"^{ANY}*{NW}{ANY}*$",
-                        maxLength=2000,
-                        description="The owning product (compared trimmed and lower-cased).",
-                    )
-                },
-                ["source"],
-            ),
+            "metadata": shapes.metadata_schema({"source": shapes.SOURCE.schema}, ["source"]),
         },
     }
 

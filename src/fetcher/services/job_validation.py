@@ -29,6 +29,8 @@ from fetcher.services.request_hash import canonical_request, request_hash
 from fetcher.services.shapes import (
     MAX_FIELD_NAME,
     MAX_TABLE_NAME,
+    SOURCE,
+    Invalid,
     is_field_list,
     metadata_error,
     metadata_problems,
@@ -231,13 +233,10 @@ def _check_metadata(
         raise _metadata_field(
             "metadata.source", "metadata.source is required for job notification routing"
         )
-    if not isinstance(source, str) or not source.strip():  # step 10
-        raise _metadata_field(
-            "metadata.source",
-            "metadata.source must be a non-empty string",
-            Title.INVALID_FIELD_VALUE,
-        )
-    normalized = source.strip().lower()
+    try:
+        normalized = SOURCE.check(source)  # step 10
+    except Invalid as exc:
+        raise _metadata_field("metadata.source", exc.message, Title.INVALID_FIELD_VALUE) from None
     require_product(principal, normalized)  # step 10a (§12.4)
     problems = metadata_problems(metadata)
     if problems:

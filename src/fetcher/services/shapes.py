@@ -143,6 +143,8 @@ NW = f"[^\\x00{WS_CHARS}]"
 #: Anything but U+0000.
 ANY = "[^\\x00]"
 NO_NUL = f"^{ANY}*$"
+#: Not blank: at least one character that is neither whitespace nor U+0000.
+NON_BLANK = f"^{ANY}*{NW}{ANY}*$"
 #: §2.6.2: integer query parameters are 1-9 ASCII digits; §2.12: a feed cursor 1-18.
 QUERY_INT_DIGITS = 9
 FEED_CURSOR_PATTERN = "[0-9]{1,18}"
@@ -205,12 +207,13 @@ def _bounded(name: str, max_length: int, *, description: str) -> Field[str]:
 
 _NAME_CHARS = "[a-zA-Z0-9_-]"
 _CONFIG_NAME = re.compile(f"{_NAME_CHARS}+")
+_CONFIG_MIN, _CONFIG_MAX = 3, 100
 
 
 def _config_name(value: object) -> str:
     text = _string_of("configName", value).strip()
-    if not 3 <= len(text) <= 100:
-        raise Invalid("configName must be between 3 and 100 characters")
+    if not _CONFIG_MIN <= len(text) <= _CONFIG_MAX:
+        raise Invalid(f"configName must be between {_CONFIG_MIN} and {_CONFIG_MAX} characters")
     if _CONFIG_NAME.fullmatch(text) is None:
         raise Invalid(
             "configName can only contain alphanumeric characters, underscores, and hyphens"
@@ -221,8 +224,9 @@ def _config_name(value: object) -> str:
 CONFIG_NAME = Field(
     _config_name,
     string(
-        trimmed(f"{_NAME_CHARS}{{3,100}}"),
-        description="3-100 characters of letters, digits, `_` and `-` (trimmed); unique (409).",
+        trimmed(f"{_NAME_CHARS}{{{_CONFIG_MIN},{_CONFIG_MAX}}}"),
+        description=f"{_CONFIG_MIN}-{_CONFIG_MAX} characters of letters, digits, `_` and `-` "
+        "(trimmed); unique (409).",
     ),
 )
 
@@ -239,28 +243,32 @@ PORT = Field(_port, {"type": "integer", "minimum": 1, "maximum": 65535})
 USER_NAME = _bounded("userName", 128, description="≤ 128 characters (trimmed).")
 
 
+_PASSWORD_MAX = 1024
+
+
 def _password(value: object) -> str:
     """Never trimmed."""
     text = _string_of("password", value)
     if not text.strip():
         raise Invalid("password must not be blank")
-    if not 1 <= len(text) <= 1024:
-        raise Invalid("password must be between 1 and 1024 characters")
+    if not 1 <= len(text) <= _PASSWORD_MAX:
+        raise Invalid(f"password must be between 1 and {_PASSWORD_MAX} characters")
     return text
 
 
 PASSWORD = Field(
     _password,
     string(
-        f"^{ANY}*{NW}{ANY}*$",
+        NON_BLANK,
         minLength=1,
-        maxLength=1024,
-        description="1-1024 characters, not blank; never trimmed, never returned.",
+        maxLength=_PASSWORD_MAX,
+        description=f"1-{_PASSWORD_MAX} characters, not blank; never trimmed, never returned.",
     ),
 )
 
 # --- host (§2.5) --------------------------------------------------------------------------
 
+_HOST_MAX = 253
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST_LABEL = re.compile(_LABEL)
 _IPV4_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
@@ -281,7 +289,7 @@ def is_valid_host(host: str) -> bool:
     A name whose last label is all digits is rejected: resolvers read such text as an IPv4
     address in a legacy form (``127.1``, ``2130706433``), which is not a valid literal.
     """
-    if not host or len(host) > 253:
+    if not host or len(host) > _HOST_MAX:
         return False
     if ":" in host:
         return "%" not in host and _parses(ipaddress.IPv6Address, host)
@@ -323,14 +331,15 @@ HOST = Field(
     _host,
     {
         "description": (
-            "An RFC 1123 hostname (≤ 253 characters, one trailing dot allowed, last label not "
-            "all digits), an IPv4 literal, or an IPv6 literal without brackets (trimmed)."
+            f"An RFC 1123 hostname (≤ {_HOST_MAX} characters, one trailing dot allowed, last "
+            "label not all digits), an IPv4 literal, or an IPv6 literal without brackets "
+            "(trimmed)."
         ),
         "anyOf": [
             string(trimmed(_IPV4)),
             {
                 "type": "string",
-                "maxLength": 253,
+                "maxLength": _HOST_MAX,
                 "pattern": trimmed(f"{_LABEL}(?:\\.{_LABEL})*\\.?"),
                 "not": {"pattern": f"^(?:{WS}*|.*\\.)[0-9]+\\.?{WS}*$"},
             },
@@ -370,15 +379,15 @@ def database_name_chars(text: str) -> str:
 DATABASE_NAME = Field(
     lambda value: database_name_chars(database_name_text(value)),
     string(
-        trimmed(f"{_DB_EDGE}(?:{_DB_INNER}{{0,253}}{_DB_EDGE})?"),
+        trimmed(f"{_DB_EDGE}(?:{_DB_INNER}{{0,{DATABASE_NAME_MAX - 2}}}{_DB_EDGE})?"),
         description=(
-            "≤ 255 characters (trimmed); no `?`, `#`, `;`, `=`, `/`, NUL, or whitespace other "
-            "than a space. For ORACLE a label only."
+            f"≤ {DATABASE_NAME_MAX} characters (trimmed); no `?`, `#`, `;`, `=`, `/`, NUL, or "
+            "whitespace other than a space. For ORACLE a label only."
         ),
     ),
 )
 SQLITE_PATH_SCHEMA = string(
-    trimmed(f"/{ANY}{{0,253}}{NW}"),
+    trimmed(f"/{ANY}{{0,{DATABASE_NAME_MAX - 2}}}{NW}"),
     description=(
         "The absolute path of a readable SQLite file inside SQLITE_ALLOWED_DIR (not the "
         "metadata store); otherwise 400 FET-0001."
@@ -386,13 +395,16 @@ SQLITE_PATH_SCHEMA = string(
 )
 
 
+_SCHEMA_MAX = 128
+
+
 def _schema(value: object) -> str | None:
     """Blank means none; the type rule (:data:`SCHEMA_TYPES`) is the caller's."""
     if value is None:
         return None
     text = _string_of("schema", value).strip()
-    if len(text) > 128:
-        raise Invalid("schema must not exceed 128 characters")
+    if len(text) > _SCHEMA_MAX:
+        raise Invalid(f"schema must not exceed {_SCHEMA_MAX} characters")
     return text or None
 
 
@@ -402,8 +414,8 @@ SCHEMA = Field(
         "anyOf": [
             {"type": "null"},
             string(
-                trimmed(f"(?:{NW}(?:{ANY}{{0,126}}{NW})?)?"),
-                description="≤ 128 characters (trimmed); blank means none.",
+                trimmed(f"(?:{NW}(?:{ANY}{{0,{_SCHEMA_MAX - 2}}}{NW})?)?"),
+                description=f"≤ {_SCHEMA_MAX} characters (trimmed); blank means none.",
             ),
         ]
     },
@@ -452,7 +464,10 @@ def _schemas(value: object) -> list[str]:
     """1-20 comma-separated names, each trimmed and non-blank; duplicates are dropped."""
     names = [name.strip() for name in _string_of("schemas", value).split(",")]
     if not 1 <= len(names) <= MAX_SCHEMAS_PARAM or not all(names):
-        raise Invalid("schemas must be a comma-separated list of 1 to 20 non-blank schema names")
+        raise Invalid(
+            f"schemas must be a comma-separated list of 1 to {MAX_SCHEMAS_PARAM} non-blank schema "
+            "names"
+        )
     return list(dict.fromkeys(names))
 
 
@@ -582,16 +597,34 @@ def metadata_schema(properties: Schema | None = None, required: list[str] | None
     return schema
 
 
+def _source(value: object) -> str:
+    """§3.6 step 10: a non-blank string; the owning product is its trimmed lower-case text."""
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("metadata.source must be a non-empty string")
+    return value.strip().lower()
+
+
+#: §3.1 ``metadata.source`` (absent is step 9's rule; its length the metadata value rule's).
+SOURCE = Field(
+    _source,
+    string(
+        NON_BLANK,
+        maxLength=MAX_METADATA_VALUE,
+        description="The owning product (compared trimmed and lower-cased).",
+    ),
+)
+
 # --- X-Product-Name (§2.4) ----------------------------------------------------------------
 
 _PRODUCT = re.compile(r"[a-z0-9_-]+")
+MAX_PRODUCT = 100
 
 
 def _product(value: object) -> str:
     """Trimmed and lower-cased; the §2.4 messages in their order."""
     text = _string_of("X-Product-Name", value).strip().lower()
-    if len(text) > 100:
-        raise Invalid("X-Product-Name must not exceed 100 characters")
+    if len(text) > MAX_PRODUCT:
+        raise Invalid(f"X-Product-Name must not exceed {MAX_PRODUCT} characters")
     if _PRODUCT.fullmatch(text) is None:
         raise Invalid(
             "X-Product-Name can only contain alphanumeric characters, underscores, and hyphens"
@@ -601,7 +634,9 @@ def _product(value: object) -> str:
 
 #: After HTTP parsing: 1-100 characters of ``[A-Za-z0-9_-]`` (lower-cased by the server); the
 #: characters a header value can carry around it are allowed. Blank values are the caller's.
-PRODUCT_HEADER = Field(_product, string("^[ \t\x85\xa0]*[A-Za-z0-9_-]{1,100}[ \t\x85\xa0]*$"))
+PRODUCT_HEADER = Field(
+    _product, string(f"^[ \t\x85\xa0]*[A-Za-z0-9_-]{{1,{MAX_PRODUCT}}}[ \t\x85\xa0]*$")
+)
 
 
 # --- query parameters of the list routes (§2.6.2) and the event feed (§2.12) ---------------

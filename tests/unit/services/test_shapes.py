@@ -29,6 +29,7 @@ TEXT_FIELDS: dict[str, Field[Any]] = {
     "schema": shapes.SCHEMA,
     "reserved": shapes.RESERVED_VALUE,
     "host": shapes.HOST,
+    "source": shapes.SOURCE,
 }
 
 
