@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fetcher.services.records import JobStatus
 from fetcher.services.shapes import ConnectionType
 
 MetadataValue = str | int | float | bool | None
@@ -116,7 +117,7 @@ class JobAccepted(_Strict):
     """§2.8: 202 for a new job, 200 for a duplicate; ``Location: /v1/fetcher/<jobId>``."""
 
     jobId: str
-    status: Literal["pending", "processing", "completed", "failed"]
+    status: JobStatus
     createdAt: str
     message: str
 
@@ -125,7 +126,7 @@ class JobResponse(_Strict):
     """§4.6 JobResponse."""
 
     id: str
-    status: Literal["pending", "processing", "completed", "failed"]
+    status: JobStatus
     metadata: dict[str, MetadataValue] | None = None
     mappedFields: dict[str, dict[str, list[str]]]
     filters: dict[str, Any] | None = None
@@ -142,8 +143,11 @@ class JobResponse(_Strict):
 # --- operational and feed (§2.10, §2.12) --------------------------------------------------
 
 
+Health = Literal["healthy", "unhealthy"]
+
+
 class HealthBody(_Strict):
-    status: Literal["healthy", "unhealthy"]
+    status: Health
     reason: str | None = None
 
 
@@ -155,7 +159,7 @@ class ReadyCheck(_Strict):
 
 
 class ReadyzBody(_Strict):
-    status: Literal["healthy", "unhealthy"]
+    status: Health
     checks: dict[str, ReadyCheck]
     version: str
     deployment_mode: str
