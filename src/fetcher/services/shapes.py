@@ -730,7 +730,7 @@ def _query_int(
         wrong = f"{name} must be a positive integer"
     else:
         wrong = f"{name} must be an integer from {low} to {high}"
-    ceiling = MAX_QUERY_INT if name == "limit" else high
+    ceiling = MAX_QUERY_INT if name == "limit" else high  # only a limit has a code for "over"
 
     def parse(raw: str) -> int:
         if _QUERY_INT.fullmatch(raw) is None or not low <= int(raw) <= ceiling:

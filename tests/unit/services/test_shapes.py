@@ -151,6 +151,7 @@ _DIGITS = st.text(st.sampled_from("0123456789"), min_size=1, max_size=4)
 _QUERY_TEXT = st.one_of(
     st.text(st.sampled_from([*"0123456789-+ .aAsScCdDeEfl", "\u0663", "\uff11"]), max_size=12),
     st.text(st.sampled_from("0123456789"), max_size=20),
+    st.builds(lambda n, zeros: "0" * zeros + str(n), st.integers(-1, 1100), st.integers(0, 8)),
     st.tuples(_DIGITS, _DIGITS, _DIGITS).map("-".join),  # near YYYY-MM-DD
     st.dates().map(lambda day: day.isoformat()),
     st.sampled_from(shapes.SORT_ORDERS).flatmap(
@@ -179,6 +180,17 @@ def test_query_parameter_schema_matches_its_parser(param: shapes.QueryParam[Any]
         return
     validator = jsonschema_rs.Draft202012Validator(param.schema, validate_formats=True)
     assert validator.is_valid(raw) == _reads(param, raw), raw
+
+
+#: Each bound of the integer parameters, on both sides, with and without leading zeros.
+_BOUNDS = ["-1", "0", "1", "10", "30", "31", "37", "38", "100", "101", "1000", "1001"]
+
+
+@pytest.mark.parametrize("param", QUERY_PARAMS, ids=lambda p: f"{p.name}-{p.empty_absent}")
+def test_query_parameter_bounds(param: shapes.QueryParam[Any]) -> None:
+    validator = jsonschema_rs.Draft202012Validator(param.schema, validate_formats=True)
+    for raw in [*_BOUNDS, *(b.zfill(9) for b in _BOUNDS), "999999999", "0000000001"]:
+        assert validator.is_valid(raw) == _reads(param, raw), raw
 
 
 def test_query_parameters_absent_and_empty() -> None:
