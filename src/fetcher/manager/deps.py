@@ -8,6 +8,7 @@ rule; routes stay thin. ``RuntimeDep`` hands a route the typed :class:`Runtime`.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Annotated, cast
 
@@ -114,18 +115,14 @@ def parse_list_request(params: QueryParams, *, max_limit: int) -> ListRequest:
     )
 
 
+@dataclass(frozen=True, slots=True)
 class FeedQuery:
     """§2.12 parameters, validated."""
 
-    __slots__ = ("after", "event_type", "limit", "wait")
-
-    def __init__(
-        self, after: int | None, limit: int, event_type: EventType | None, wait: int
-    ) -> None:
-        self.after = after
-        self.limit = limit
-        self.event_type = event_type
-        self.wait = wait
+    after: int | None
+    limit: int
+    event_type: EventType | None
+    wait: int
 
 
 def parse_feed_query(params: QueryParams) -> FeedQuery:
