@@ -36,6 +36,7 @@ from fetcher.engine.kit import (
     OperatorArity,
 )
 from fetcher.services import shapes
+from fetcher.services.errors import EMPTY_BODY_MESSAGE
 from fetcher.services.responses import ErrorBody
 from fetcher.services.shapes import NO_NUL, WS, Schema, string, trimmed
 
@@ -255,6 +256,11 @@ def connection_create_schema(types: Sequence[str]) -> Schema:
     }
 
 
+def _listed(names: Sequence[str]) -> str:
+    """``a, b and c``."""
+    return f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else "".join(names)
+
+
 def connection_update_schema(types: Sequence[str]) -> Schema:
     """§2.6.5 PATCH body: any non-empty subset of the fields. The merged record must pass the
     create rules of its (possibly new) type, which this schema cannot see."""
@@ -280,14 +286,17 @@ def connection_update_schema(types: Sequence[str]) -> Schema:
             )
         ),
     }
+    cleared = [f"`{name}`" for name in shapes.CONNECTION_FIELDS if name in shapes.NULLABLE_FIELDS]
+    kind, key = next((k, key) for k, r in shapes.TYPES.items() for key in r.required_metadata)
+    with_schema = [k for k, r in shapes.TYPES.items() if r.schema]
     return {
         "title": "ConnectionUpdate",
         "description": (
-            "§2.6.5 merge semantics: an absent field is unchanged; `null` clears `schema`, "
-            "`ssl` and `metadata` (and is invalid elsewhere); `ssl` and `metadata` replace the "
-            "stored value. `{}` → 400 FET-0001 `empty request body`. The merged record is then "
-            "validated with the create rules of its type (e.g. ORACLE needs "
-            "`metadata.serviceName`, `schema` only for POSTGRESQL, SQL_SERVER and ORACLE)."
+            "§2.6.5 merge semantics: an absent field is unchanged; `null` clears "
+            f"{_listed(cleared)} (and is invalid elsewhere); `ssl` and `metadata` replace the "
+            f"stored value. `{{}}` → 400 FET-0001 `{EMPTY_BODY_MESSAGE}`. The merged record is "
+            f"then validated with the create rules of its type (e.g. {kind} needs "
+            f"`metadata.{key}`, `schema` only for {_listed(with_schema)})."
         ),
         "type": "object",
         "additionalProperties": False,
