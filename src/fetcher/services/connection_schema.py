@@ -23,6 +23,7 @@ from fetcher.services.shapes import (
     SCHEMAS_PARAM,
     Invalid,
     is_field_list,
+    name_problem,
     wildcard_problem,
 )
 
@@ -109,22 +110,18 @@ def _check_counts(mapped: ValidationTables) -> None:
                 )
 
 
-def _name_ok(name: str) -> bool:
-    return bool(name.strip()) and name == name.strip()
-
-
 def _check_names(mapped: ValidationTables) -> None:
     """Blank or whitespace-padded names, or ``*`` mixed with other entries → FET-0401."""
     for ds, tables in mapped.items():
-        if not _name_ok(ds):
+        if name_problem(ds):
             raise invalid_data_request(f"datasource name '{ds}' must not be blank or padded")
         for table, fields in tables.items():
-            if not _name_ok(table):
+            if name_problem(table):
                 raise invalid_data_request(
                     f"table name '{table}' in datasource '{ds}' must not be blank or padded"
                 )
             for field in fields:
-                if not _name_ok(field):
+                if name_problem(field):
                     raise invalid_data_request(
                         f"field name '{field}' in '{ds}.{table}' must not be blank or padded"
                     )

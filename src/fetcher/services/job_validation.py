@@ -34,6 +34,7 @@ from fetcher.services.shapes import (
     is_field_list,
     metadata_error,
     metadata_problems,
+    name_problem,
     wildcard_problem,
 )
 
@@ -134,9 +135,10 @@ def _check_mapped_fields_present(
 
 def _name_problem(name: str, what: str, limit: int | None = None) -> str | None:
     """§3.2 name rule: non-blank, no surrounding whitespace, at most ``limit`` characters."""
-    if not name.strip():
+    problem = name_problem(name)
+    if problem == "blank":
         return f"{what} must not be blank"
-    if name != name.strip():
+    if problem == "padded":
         return f"{what} '{name}' must not have leading or trailing whitespace"
     if limit is not None and len(name) > limit:
         return f"{what} '{name}' must not exceed {limit} characters"

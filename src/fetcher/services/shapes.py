@@ -484,6 +484,13 @@ SCHEMAS_PARAM = Field(
 _NAME = f"^{NW}(?:{ANY}*{NW})?$"
 
 
+def name_problem(name: str) -> Literal["blank", "padded"] | None:
+    """Why ``name`` breaks the §3.2 name rule (the schema's :data:`_NAME`), if it does."""
+    if not name.strip():
+        return "blank"
+    return "padded" if name != name.strip() else None
+
+
 def is_field_list(entries: object) -> TypeGuard[list[str]]:
     """A leaf of the tree: an array of strings."""
     return isinstance(entries, list) and all(isinstance(entry, str) for entry in entries)

@@ -204,3 +204,15 @@ def test_query_parameters_absent_and_empty() -> None:
         with pytest.raises(ApiError) as empty:
             param.read({param.name: ""})
         assert empty.value.code == "FET-0405"
+
+
+@settings(max_examples=300, deadline=None)
+@given(_texts(6))
+def test_name_rule_matches_the_tree_schema(name: str) -> None:
+    """§3.2: a datasource, table or field name passes the validators' rule exactly when the
+    mappedFields schema's name pattern accepts it."""
+    pattern = shapes.mapped_fields_schema(1, 1, 1, job=False)["propertyNames"]["pattern"]
+    schema = {"type": "string", "pattern": pattern}
+    assert jsonschema_rs.Draft202012Validator(schema).is_valid(name) == (
+        shapes.name_problem(name) is None
+    ), repr(name)
