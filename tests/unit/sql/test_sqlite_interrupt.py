@@ -156,3 +156,37 @@ async def test_a_read_cancelled_before_its_statement_starts_never_runs_it(
 async def _first_batch(conn: SqliteConnector, table: TableSchema) -> None:
     async for _ in conn.stream(TableQuery(table, table.columns, ())):
         pytest.fail("the slow view produced a row")
+
+
+async def test_the_connection_closes_only_after_its_abandoned_call_returns(
+    slow_database: Path, allowed_dir: Path
+) -> None:
+    """A cancelled call keeps running in its pool thread until it returns; closing the
+    ``sqlite3`` connection from another thread meanwhile crashed the process (a segmentation
+    fault in CI, a discovery still inside ``execute`` while ``close`` ran). The close waits."""
+    release = threading.Event()
+    returned: list[str] = []
+
+    def stuck_call() -> None:  # stands for a statement that takes a moment to stop
+        release.wait(RELEASE_SECONDS)
+        returned.append("call returned")
+
+    conn = SqliteConnector(descriptor(slow_database), allowed_dir=str(allowed_dir))
+    await conn.__aenter__()
+    db = conn._db
+    assert db is not None
+    call = asyncio.create_task(conn._call(db, None, stuck_call))
+    await wait_busy()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    closing = asyncio.create_task(conn.__aexit__(None, None, None))
+    await asyncio.sleep(0.2)
+    assert not closing.done(), "the connection was closed beside a running call"
+    db.execute("SELECT 1")  # still open
+    release.set()
+    await asyncio.wait_for(closing, RELEASE_SECONDS)
+    assert returned == ["call returned"]
+    with pytest.raises(sqlite3.ProgrammingError):
+        db.execute("SELECT 1")
+    await wait_released()

@@ -49,7 +49,7 @@ import stat
 import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -387,11 +387,16 @@ def sqlite_busy_threads() -> int:
     return _POOL.busy
 
 
-async def _in_pool(fn: Callable[[], _T]) -> _T:
-    """Run ``fn`` in the SQLite read pool."""
-    loop = asyncio.get_running_loop()
+def _submit(fn: Callable[[], _T]) -> Future[_T]:
+    """``fn`` queued on the SQLite read pool, in a copy of the caller's context."""
     call = functools.partial(contextvars.copy_context().run, _POOL.run, fn)
-    return await loop.run_in_executor(_POOL.executor(), call)
+    return _POOL.executor().submit(call)
+
+
+async def _in_pool(fn: Callable[[], _T]) -> _T:
+    """Run ``fn`` in the SQLite read pool (cancelling the wait unqueues a call not yet
+    started; one already running finishes in its thread)."""
+    return await asyncio.wrap_future(_submit(fn))
 
 
 def _quietly(fn: Callable[[], object]) -> None:
@@ -399,12 +404,24 @@ def _quietly(fn: Callable[[], object]) -> None:
         fn()
 
 
-async def _finish_in_pool(fn: Callable[[], object]) -> None:
-    """Run a closing call in the pool (it waits for the connection's mutex, which an
-    interrupted statement still holds for a moment). Once submitted it runs even if the
+async def _finish_after(running: Future[Any] | None, fn: Callable[[], object]) -> None:
+    """Run a closing call (a cursor's or the connection's ``close``) in the pool once
+    ``running``, the connection's last call, has returned. A call whose awaiting task was
+    cancelled still runs in its thread until its interrupted statement returns, and closing
+    a ``sqlite3`` connection while another thread is inside one of its calls crashes the
+    process (a segmentation fault, seen in CI). Once requested, the close runs even if the
     awaiting task is cancelled meanwhile; that cancellation still propagates."""
-    future = _POOL.executor().submit(_POOL.run, functools.partial(_quietly, fn))
-    await asyncio.shield(asyncio.wrap_future(future))
+    closed: Future[None] = Future()
+
+    def close(_: object = None) -> None:
+        done = _submit(functools.partial(_quietly, fn))
+        done.add_done_callback(lambda _: closed.set_result(None))
+
+    if running is None:
+        close()
+    else:
+        running.add_done_callback(close)  # at once when it is already done
+    await asyncio.shield(asyncio.wrap_future(closed))
 
 
 _CATALOG_SQL = """
@@ -488,6 +505,8 @@ class SqliteConnector:
         #: to start its statement, would miss it and run for ever. The progress handler sees
         #: this flag from inside every statement, whenever it starts.
         self._abandoned = threading.Event()
+        #: The pool call most recently submitted on ``_db``: closes wait for it to return.
+        self._last_call: Future[Any] | None = None
 
     @property
     def _name(self) -> str:
@@ -514,7 +533,7 @@ class SqliteConnector:
     ) -> None:
         db, self._db = self._db, None
         if db is not None:
-            await _finish_in_pool(db.close)
+            await _finish_after(self._last_call, db.close)
 
     def _require(self, phase: Phase) -> sqlite3.Connection:
         if self._db is None:
@@ -527,9 +546,11 @@ class SqliteConnector:
         """Run ``fn`` in the SQLite read pool. When ``seconds`` pass, or the awaiting task is
         cancelled (a job's deadline, fail-fast, shutdown), the running statement is interrupted
         so that the pool thread is released instead of finishing a query nobody awaits."""
+        future = _submit(fn)
+        self._last_call = future
         try:
             async with asyncio.timeout(seconds):
-                return await _in_pool(fn)
+                return await asyncio.wrap_future(future)
         except (TimeoutError, asyncio.CancelledError):
             self._abandoned.set()  # a statement that has not started yet stops at its start
             db.interrupt()  # one that runs stops now
@@ -569,4 +590,4 @@ class SqliteConnector:
                 ):
                     yield _row_batch(names, converters, batch)
             finally:
-                await _finish_in_pool(cursor.close)
+                await _finish_after(self._last_call, cursor.close)
