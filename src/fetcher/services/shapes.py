@@ -801,7 +801,9 @@ LIST_TYPE: QueryParam[str | None] = QueryParam(
     {"type": "string"},
     "Case-insensitive connection type; an unknown one matches nothing.",
 )
-_DATE = "[0-9]{4}-[0-9]{2}-[0-9]{2}"
+#: ``YYYY-MM-DD``, year 0000 left out: RFC 3339's full-date (``format: date``) admits it, but it
+#: has no Python date, so the parser refuses it (FET-0408) and the published pattern says so.
+_DATE = "(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}"
 
 
 def _date_param(name: str, description: str) -> QueryParam[date | None]:
