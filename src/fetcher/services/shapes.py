@@ -729,15 +729,23 @@ MAX_QUERY_INT = 10**QUERY_INT_DIGITS - 1
 
 
 def _query_int(
-    name: str, low: int, high: int, default: int, description: str, *, empty_absent: bool = True
+    name: str,
+    low: int,
+    high: int,
+    default: int,
+    description: str,
+    *,
+    empty_absent: bool = True,
+    page_size: bool = False,
 ) -> QueryParam[int]:
-    """``low..high`` in the §2.1 integer form (1-9 ASCII digits), else FET-0405; but a positive
-    ``limit`` over its maximum ``high`` is FET-0406 (§2.6.2, §2.12). Absent is ``default``."""
+    """``low..high`` in the §2.1 integer form (1-9 ASCII digits), else FET-0405; but a
+    ``page_size`` over its maximum ``high`` is FET-0406 (§2.6.2, §2.12: page sizes are the only
+    parameters with a code for "over"). Absent is ``default``."""
     if low == 1:
         wrong = f"{name} must be a positive integer"
     else:
         wrong = f"{name} must be an integer from {low} to {high}"
-    ceiling = MAX_QUERY_INT if name == "limit" else high  # only a limit has a code for "over"
+    ceiling = MAX_QUERY_INT if page_size else high
 
     def parse(raw: str) -> int:
         if _QUERY_INT.fullmatch(raw) is None or not low <= int(raw) <= ceiling:
@@ -769,6 +777,7 @@ def list_limit(max_limit: int) -> QueryParam[int]:
         DEFAULT_PAGE_LIMIT,
         f"Page size 1..{max_limit} (MAX_PAGINATION_LIMIT), default {DEFAULT_PAGE_LIMIT}. Not an "
         f"integer → FET-0405; over {max_limit} → FET-0406.",
+        page_size=True,
     )
 
 
@@ -889,6 +898,7 @@ FEED_LIMIT = _query_int(
     DEFAULT_FEED_LIMIT,
     f"1..{MAX_FEED_LIMIT} (default {DEFAULT_FEED_LIMIT}); over {MAX_FEED_LIMIT} → FET-0406.",
     empty_absent=False,
+    page_size=True,
 )
 FEED_TYPE = QueryParam(
     "type",
