@@ -414,7 +414,11 @@ async def _finish_after(running: Future[Any] | None, fn: Callable[[], object]) -
     closed: Future[None] = Future()
 
     def close(_: object = None) -> None:
-        done = _submit(functools.partial(_quietly, fn))
+        try:
+            done = _submit(functools.partial(_quietly, fn))
+        except RuntimeError as exc:  # the pool is shut down (interpreter exit): do not hang
+            closed.set_exception(exc)
+            return
         done.add_done_callback(lambda _: closed.set_result(None))
 
     if running is None:
