@@ -268,7 +268,7 @@ def connection_update_schema(types: Sequence[str]) -> Schema:
     all_modes = sorted({mode for rule in rules for mode in rule.ssl_modes})
     database = shapes.DATABASE_NAME.schema
     if any(rule.file for rule in rules):  # the SQLITE path has no character rule
-        database = string(shapes.bounded_text(shapes.DATABASE_NAME_MAX))
+        database = shapes.DATABASE_PATH.schema
     properties: Schema = {
         "configName": shapes.CONFIG_NAME.schema,
         "type": string(trimmed("(?:" + "|".join(re.escape(t) for t in types) + ")")),

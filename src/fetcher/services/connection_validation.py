@@ -380,12 +380,11 @@ class _Checker:
 
     def _database(self, kind: str | None) -> Callable[[object], str]:
         def rule(value: object) -> str:
-            text = shapes.database_name_text(value)
             if rules_of(kind).file:
-                return self._sqlite_database(text)
+                return self._sqlite_database(shapes.DATABASE_PATH.check(value))
             if rules_of(_raw_type(self.values)).file:  # SQLITE refused: no path rule to apply
-                return text
-            return shapes.database_name_chars(text)
+                return shapes.DATABASE_PATH.check(value)
+            return shapes.DATABASE_NAME.check(value)
 
         return rule
 

@@ -156,11 +156,6 @@ def trimmed(core: str) -> str:
     return f"^{WS}*{core}{WS}*$"
 
 
-def bounded_text(max_length: int) -> str:
-    """Trimmed, non-blank text of at most ``max_length`` characters after trimming."""
-    return trimmed(f"{NW}(?:{ANY}{{0,{max_length - 2}}}{NW})?")
-
-
 def string(pattern: str, **extra: Any) -> Schema:
     return {"type": "string", "pattern": pattern, **extra}
 
@@ -188,46 +183,68 @@ def _string_of(name: str, value: object) -> str:
     return value
 
 
-def _bounded(name: str, max_length: int, *, description: str) -> Field[str]:
-    """A trimmed, non-blank string of at most ``max_length`` characters (a blank value here
-    was *sent* blank on PATCH; absent or blank on create is a missing field)."""
+def text_field(
+    name: str,
+    max_length: int,
+    *,
+    min_length: int = 1,
+    edge: str = NW,
+    inner: str = ANY,
+    chars: str | None = None,
+    optional: bool = False,
+    what: str = "",
+    note: str | None = None,
+) -> Field[Any]:
+    """A trimmed string field, its check and its schema from one declaration. The check says,
+    in order: not a string; blank (``None`` when ``optional``; a value *sent* blank on PATCH,
+    as absent or blank on create is a missing field); the length rule (``between`` when
+    ``min_length`` > 1, else ``not exceed``); when ``chars`` is given, a character outside
+    ``inner`` (``chars`` completes the message). The schema: ``edge`` characters at both ends
+    and ``inner`` ones between (``edge`` only, ``min_length`` to ``max_length`` times, when the
+    two classes are one), surrounded by :data:`WS`; ``null`` and blank too when ``optional``.
+    Its description states the bounds, ``what`` the characters are, and ends with ``note``.
+    """
+    if edge == inner:
+        core = f"{edge}{{{min_length},{max_length}}}"
+    else:
+        core = f"{edge}(?:{inner}{{0,{max_length - 2}}}{edge})?"
+    allowed = re.compile(f"{inner}*")
 
-    def check(value: object) -> str:
+    def check(value: object) -> str | None:
+        if optional and value is None:
+            return None
         text = _string_of(name, value).strip()
-        if not text:
+        if optional and not text:
+            return None
+        if min_length > 1:
+            if not min_length <= len(text) <= max_length:
+                raise Invalid(f"{name} must be between {min_length} and {max_length} characters")
+        elif not text:
             raise Invalid(f"{name} must not be blank")
-        if len(text) > max_length:
+        elif len(text) > max_length:
             raise Invalid(f"{name} must not exceed {max_length} characters")
+        if chars is not None and allowed.fullmatch(text) is None:
+            raise Invalid(f"{name} {chars}")
         return text
 
-    return Field(check, string(bounded_text(max_length), description=description))
+    bounds = f"{min_length}-{max_length}" if min_length > 1 else f"≤ {max_length}"
+    extra = {} if note is None else {"description": f"{bounds} characters{what} (trimmed){note}"}
+    if not optional:
+        return Field(check, string(trimmed(core), **extra))
+    return Field(check, {"anyOf": [{"type": "null"}, string(trimmed(f"(?:{core})?"), **extra)]})
 
 
 # --- configName, port, userName, password -------------------------------------------------
 
-_NAME_CHARS = "[a-zA-Z0-9_-]"
-_CONFIG_NAME = re.compile(f"{_NAME_CHARS}+")
-_CONFIG_MIN, _CONFIG_MAX = 3, 100
-
-
-def _config_name(value: object) -> str:
-    text = _string_of("configName", value).strip()
-    if not _CONFIG_MIN <= len(text) <= _CONFIG_MAX:
-        raise Invalid(f"configName must be between {_CONFIG_MIN} and {_CONFIG_MAX} characters")
-    if _CONFIG_NAME.fullmatch(text) is None:
-        raise Invalid(
-            "configName can only contain alphanumeric characters, underscores, and hyphens"
-        )
-    return text
-
-
-CONFIG_NAME = Field(
-    _config_name,
-    string(
-        trimmed(f"{_NAME_CHARS}{{{_CONFIG_MIN},{_CONFIG_MAX}}}"),
-        description=f"{_CONFIG_MIN}-{_CONFIG_MAX} characters of letters, digits, `_` and `-` "
-        "(trimmed); unique (409).",
-    ),
+CONFIG_NAME: Field[str] = text_field(
+    "configName",
+    100,
+    min_length=3,
+    edge="[a-zA-Z0-9_-]",
+    inner="[a-zA-Z0-9_-]",
+    chars="can only contain alphanumeric characters, underscores, and hyphens",
+    what=" of letters, digits, `_` and `-`",
+    note="; unique (409).",
 )
 
 
@@ -240,7 +257,7 @@ def _port(value: object) -> int:
 
 
 PORT = Field(_port, {"type": "integer", "minimum": 1, "maximum": 65535})
-USER_NAME = _bounded("userName", 128, description="≤ 128 characters (trimmed).")
+USER_NAME: Field[str] = text_field("userName", 128, note=".")
 
 
 _PASSWORD_MAX = 1024
@@ -350,42 +367,22 @@ HOST = Field(
 
 # --- databaseName and schema (§2.5) -------------------------------------------------------
 
-_DB_FORBIDDEN = "?#;=/\x00"
-#: Whitespace other than the space (U+0020), which a database name may contain inside.
+#: No ``?``, ``#``, ``;``, ``=``, ``/``, NUL, or whitespace other than a space (U+0020), which a
+#: database name may contain inside.
+_DB_FORBIDDEN = "?#;=/\\x00"
 _WS_NOT_SPACE = WS_CHARS.replace("\x1c-\x20", "\x1c-\x1f")
-_DB_FORBIDDEN_CLASS = _DB_FORBIDDEN.replace("\x00", "\\x00")
-_DB_EDGE = f"[^{_DB_FORBIDDEN_CLASS}{WS_CHARS}]"
-_DB_INNER = f"[^{_DB_FORBIDDEN_CLASS}{_WS_NOT_SPACE}]"
 DATABASE_NAME_MAX = 255
-
-
-def database_name_text(value: object) -> str:
-    """The length rule every type shares (the SQLITE path rule and the character rule follow)."""
-    text = _string_of("databaseName", value).strip()
-    if not text:
-        raise Invalid("databaseName must not be blank")
-    if len(text) > DATABASE_NAME_MAX:
-        raise Invalid(f"databaseName must not exceed {DATABASE_NAME_MAX} characters")
-    return text
-
-
-def database_name_chars(text: str) -> str:
-    """No ``?``, ``#``, ``;``, ``=``, ``/``, NUL, or whitespace other than a space."""
-    if any(c in _DB_FORBIDDEN or (c.isspace() and c != " ") for c in text):
-        raise Invalid("databaseName contains invalid characters")
-    return text
-
-
-DATABASE_NAME = Field(
-    lambda value: database_name_chars(database_name_text(value)),
-    string(
-        trimmed(f"{_DB_EDGE}(?:{_DB_INNER}{{0,{DATABASE_NAME_MAX - 2}}}{_DB_EDGE})?"),
-        description=(
-            f"≤ {DATABASE_NAME_MAX} characters (trimmed); no `?`, `#`, `;`, `=`, `/`, NUL, or "
-            "whitespace other than a space. For ORACLE a label only."
-        ),
-    ),
+DATABASE_NAME: Field[str] = text_field(
+    "databaseName",
+    DATABASE_NAME_MAX,
+    edge=f"[^{_DB_FORBIDDEN}{WS_CHARS}]",
+    inner=f"[^{_DB_FORBIDDEN}{_WS_NOT_SPACE}]",
+    chars="contains invalid characters",
+    note="; no `?`, `#`, `;`, `=`, `/`, NUL, or whitespace other than a space. For ORACLE a "
+    "label only.",
 )
+#: The length rule every type shares, without the character rule (a SQLITE path has its own).
+DATABASE_PATH: Field[str] = text_field("databaseName", DATABASE_NAME_MAX)
 SQLITE_PATH_SCHEMA = string(
     trimmed(f"/{ANY}{{0,{DATABASE_NAME_MAX - 2}}}{NW}"),
     description=(
@@ -395,31 +392,8 @@ SQLITE_PATH_SCHEMA = string(
 )
 
 
-_SCHEMA_MAX = 128
-
-
-def _schema(value: object) -> str | None:
-    """Blank means none; the type rule (:data:`SCHEMA_TYPES`) is the caller's."""
-    if value is None:
-        return None
-    text = _string_of("schema", value).strip()
-    if len(text) > _SCHEMA_MAX:
-        raise Invalid(f"schema must not exceed {_SCHEMA_MAX} characters")
-    return text or None
-
-
-SCHEMA = Field(
-    _schema,
-    {
-        "anyOf": [
-            {"type": "null"},
-            string(
-                trimmed(f"(?:{NW}(?:{ANY}{{0,{_SCHEMA_MAX - 2}}}{NW})?)?"),
-                description=f"≤ {_SCHEMA_MAX} characters (trimmed); blank means none.",
-            ),
-        ]
-    },
-)
+#: Blank means none; the type rule (:attr:`TypeRules.schema`) is the caller's.
+SCHEMA: Field[str | None] = text_field("schema", 128, optional=True, note="; blank means none.")
 
 # --- ssl PEM texts and reserved metadata values (§2.5, §11.2) -----------------------------
 
