@@ -21,9 +21,10 @@ The SQLITE location rule (§2.5.1) reads the file system; it is :mod:`fetcher.se
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fetcher.services import shapes
 from fetcher.services.errors import (
@@ -52,6 +53,11 @@ __all__ = [
 SQLITE_LOCATION_MESSAGE = "databaseName must be a readable SQLite file in the allowed directory"
 
 _PEM_FIELDS = {name: shapes.pem(name) for name in ("ca", "cert", "key")}
+#: §2.5 body fields and the :class:`ConnectionInput` attributes that hold them.
+_ATTRIBUTES = {
+    name: re.sub("[A-Z]", lambda upper: "_" + upper[0].lower(), name)
+    for name in shapes.CONNECTION_FIELDS
+}
 
 T = TypeVar("T")
 
@@ -174,24 +180,12 @@ def validate_product_header(value: str | None, *, required: bool) -> str | None:
 
 
 def _stored_values(stored: ConnectionInput) -> dict[str, object]:
-    """The stored record in body shape; ``None`` fields are absent."""
-    values: dict[str, object] = {
-        "configName": stored.config_name,
-        "type": stored.type,
-        "databaseName": stored.database_name,
-    }
-    optional = {
-        "host": stored.host,
-        "port": stored.port,
-        "schema": stored.schema,
-        "userName": stored.user_name,
-        "ssl": stored.ssl,
-        "metadata": dict(stored.metadata) if stored.metadata else None,
-    }
-    values.update({k: v for k, v in optional.items() if v is not None})
+    """The stored record in body shape; ``None`` fields and empty ``metadata`` are absent."""
+    values = {name: getattr(stored, attr) for name, attr in _ATTRIBUTES.items()}
+    values["metadata"] = dict(stored.metadata) or None
     if _password_stored(stored):
-        values["password"] = stored.password if stored.password is not None else _KEPT
-    return values
+        values["password"] = _KEPT if stored.password is None else stored.password
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def _password_stored(stored: ConnectionInput) -> bool:
@@ -302,31 +296,22 @@ class _Checker:
             return None
 
     def run(self) -> ConnectionInput:
-        config_name = self.check(
-            "configName", shapes.CONFIG_NAME.check, self.values.get("configName")
-        )
-        kind = self.check("type", self._type, self.values.get("type"))
-        database = self.check("databaseName", self._database(kind), self.values.get("databaseName"))
-        credentials = self._credentials(kind)
-        schema = self.check("schema", _schema(kind), self.values.get("schema"))
-        ssl = self.check("ssl", self._ssl(kind), self.values.get("ssl"))
-        metadata = self.check("metadata", self._metadata, self.values.get("metadata"))
+        get = self.values.get
+        config_name = self.check("configName", shapes.CONFIG_NAME.check, get("configName"))
+        kind = self.check("type", self._type, get("type"))
+        checked: dict[str, Any] = {
+            "configName": config_name,
+            "type": kind,
+            "databaseName": self.check("databaseName", self._database(kind), get("databaseName")),
+        }
+        checked |= self._credentials(kind)
+        checked["schema"] = self.check("schema", _schema(kind), get("schema"))
+        checked["ssl"] = self.check("ssl", self._ssl(kind), get("ssl"))
+        checked["metadata"] = self.check("metadata", self._metadata, get("metadata")) or {}
         self._raise_if_invalid()
-        if config_name is None or kind is None or database is None:  # pragma: no cover
-            raise RuntimeError("a required connection field escaped validation")
-        host, port, user_name, password = credentials
-        return ConnectionInput(
-            config_name=config_name,
-            type=kind,
-            database_name=database,
-            host=host,
-            port=port,
-            schema=schema,
-            user_name=user_name,
-            password=password,
-            ssl=ssl,
-            metadata=metadata or {},
-        )
+        if any(checked[name] is None for name in ("configName", "type", "databaseName")):
+            raise RuntimeError("a required connection field escaped validation")  # pragma: no cover
+        return ConnectionInput(**{_ATTRIBUTES[name]: value for name, value in checked.items()})
 
     def _raise_if_invalid(self) -> None:
         """§2.5: FET-0001 with every invalid field; else metadata codes; else FET-0413."""
@@ -356,27 +341,26 @@ class _Checker:
             raise Invalid("SQLITE connections are disabled")
         return text
 
-    def _credentials(
-        self, kind: str | None
-    ) -> tuple[str | None, int | None, str | None, str | None]:
+    def _credentials(self, kind: str | None) -> dict[str, object]:
         """``host``, ``port``, ``userName`` and ``password``; none of them for SQLITE."""
         if kind is None and rules_of(_raw_type(self.values)).file:
-            return None, None, None, None  # SQLITE refused: the ``type`` error says it all
+            return {}  # SQLITE refused: the ``type`` error says it all
         rules = rules_of(kind)
         if rules.file:
             for name in shapes.NETWORK_FIELDS:
                 if name in self.values and self.ctx.was_sent(name):
                     self.errors.setdefault(name, f"{name} is not supported for type {kind}")
-            return None, None, None, None
-        host = self.check("host", shapes.HOST.check, self.values.get("host"))
-        port = self.check("port", shapes.PORT.check, self.values.get("port"))
-        if rules.optional_credentials and all(
-            self.values.get(n) is None for n in shapes.CREDENTIALS
-        ):
-            return host, port, None, None  # §2.5: a MONGODB connection without credentials
-        user_name = self.check("userName", shapes.USER_NAME.check, self.values.get("userName"))
-        password = self.check("password", _password, self.values.get("password"))
-        return host, port, user_name, password
+            return {}
+        get = self.values.get
+        checked: dict[str, object] = {
+            "host": self.check("host", shapes.HOST.check, get("host")),
+            "port": self.check("port", shapes.PORT.check, get("port")),
+        }
+        if rules.optional_credentials and all(get(n) is None for n in shapes.CREDENTIALS):
+            return checked  # §2.5: a MONGODB connection without credentials
+        checked["userName"] = self.check("userName", shapes.USER_NAME.check, get("userName"))
+        checked["password"] = self.check("password", _password, get("password"))
+        return checked
 
     def _database(self, kind: str | None) -> Callable[[object], str]:
         def rule(value: object) -> str:
