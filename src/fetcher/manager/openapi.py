@@ -165,28 +165,6 @@ _NO_SCHEMA = nullable(string(f"^{WS}*$", description="Not supported for this typ
 _PEM = shapes.pem("ca").schema
 _NO_PEM: Schema = {"enum": [None, ""]}
 _PEM_OR_NONE: Schema = {"anyOf": [_NO_PEM, _PEM]}
-#: The fields a server-based type has and a SQLITE file lacks (§2.5).
-_NETWORK: dict[str, Schema] = {
-    "host": shapes.HOST.schema,
-    "port": shapes.PORT.schema,
-    "userName": shapes.USER_NAME.schema,
-    "password": shapes.PASSWORD.schema,
-}
-
-
-#: The order a create branch lists its properties in (Swagger UI shows it; the published one).
-_BRANCH_ORDER = (
-    "configName",
-    "type",
-    "host",
-    "port",
-    "databaseName",
-    "userName",
-    "password",
-    "ssl",
-    "schema",
-    "metadata",
-)
 
 
 def _ssl(modes: Sequence[str], *, pem: bool = True) -> Schema:
@@ -217,16 +195,21 @@ def _create_branch(kind: str) -> Schema:
     metadata = shapes.metadata_schema(reserved)
     if rules.required_metadata:
         metadata["required"] = list(rules.required_metadata)
-    schemas: Schema = {
+    properties: Schema = {  # in the order Swagger UI shows them (the published one)
         "configName": shapes.CONFIG_NAME.schema,
         "type": string(trimmed(re.escape(kind)), description=f"`{kind}`"),
+        "host": shapes.HOST.schema,
+        "port": shapes.PORT.schema,
         "databaseName": shapes.SQLITE_PATH_SCHEMA if rules.file else shapes.DATABASE_NAME.schema,
-        "schema": shapes.SCHEMA.schema if rules.schema else _NO_SCHEMA,
+        "userName": shapes.USER_NAME.schema,
+        "password": shapes.PASSWORD.schema,
         "ssl": _ssl(rules.ssl_modes, pem=not rules.file),
+        "schema": shapes.SCHEMA.schema if rules.schema else _NO_SCHEMA,
         "metadata": metadata if rules.required_metadata else nullable(metadata),
-        **({} if rules.file else _NETWORK),
     }
-    properties = {name: schemas[name] for name in _BRANCH_ORDER if name in schemas}
+    if rules.file:  # a SQLITE file has no server (§2.5)
+        for name in shapes.NETWORK_FIELDS:
+            del properties[name]
     branch: Schema = {
         "title": f"{kind} connection",
         "type": "object",
