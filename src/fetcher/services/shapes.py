@@ -151,9 +151,9 @@ FEED_CURSOR_PATTERN = "[0-9]{1,18}"
 UUID_PATTERN = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 
 
-def trimmed(core: str) -> str:
-    """A pattern for a value whose trimmed text matches ``core``."""
-    return f"^{WS}*{core}{WS}*$"
+def trimmed(core: str, pad: str = WS) -> str:
+    """A pattern for a value whose text matches ``core`` once ``pad`` is trimmed from it."""
+    return f"^{pad}*{core}{pad}*$"
 
 
 def string(pattern: str, **extra: Any) -> Schema:
@@ -192,46 +192,59 @@ def text_field(
     inner: str = ANY,
     chars: str | None = None,
     optional: bool = False,
+    trim: bool = True,
+    lower: bool = False,
+    pad: str = WS,
     what: str = "",
     note: str | None = None,
 ) -> Field[Any]:
-    """A trimmed string field, its check and its schema from one declaration. The check says,
-    in order: not a string; blank (``None`` when ``optional``; a value *sent* blank on PATCH,
-    as absent or blank on create is a missing field); the length rule (``between`` when
-    ``min_length`` > 1, else ``not exceed``); when ``chars`` is given, a character outside
-    ``inner`` (``chars`` completes the message). The schema: ``edge`` characters at both ends
-    and ``inner`` ones between (``edge`` only, ``min_length`` to ``max_length`` times, when the
-    two classes are one), surrounded by :data:`WS`; ``null`` and blank too when ``optional``.
-    Its description states the bounds, ``what`` the characters are, and ends with ``note``.
+    """A string field, its check and its schema from one declaration.
+
+    The check, in order: not a string; the text is trimmed (unless ``trim`` is off) and
+    lower-cased (``lower``); blank: ``None`` when ``optional``, else invalid when ``min_length``
+    is 1 (a value *sent* blank on PATCH, as absent or blank on create is a missing field); the
+    length rule (``between`` when ``min_length`` > 1 or the text is not trimmed, else ``not
+    exceed``); with ``chars``, a character outside ``inner`` (``chars`` completes the message).
+
+    The schema: ``edge`` characters at both ends and ``inner`` ones between (``edge`` only,
+    ``min_length`` to ``max_length`` times, when the two classes are one), surrounded by ``pad``;
+    ``null`` and blank too when ``optional``; untrimmed text is not blank, by length. The
+    description states the bounds, ``what`` the characters are, and ends with ``note``.
     """
-    if edge == inner:
-        core = f"{edge}{{{min_length},{max_length}}}"
-    else:
-        core = f"{edge}(?:{inner}{{0,{max_length - 2}}}{edge})?"
+    between = min_length > 1 or not trim
     allowed = re.compile(f"{inner}*")
 
     def check(value: object) -> str | None:
         if optional and value is None:
             return None
-        text = _string_of(name, value).strip()
+        text = _string_of(name, value).strip() if trim else _string_of(name, value)
+        text = text.lower() if lower else text
         if optional and not text:
             return None
-        if min_length > 1:
-            if not min_length <= len(text) <= max_length:
-                raise Invalid(f"{name} must be between {min_length} and {max_length} characters")
-        elif not text:
+        if min_length == 1 and not text.strip():
             raise Invalid(f"{name} must not be blank")
-        elif len(text) > max_length:
+        if between and not min_length <= len(text) <= max_length:
+            raise Invalid(f"{name} must be between {min_length} and {max_length} characters")
+        if len(text) > max_length:
             raise Invalid(f"{name} must not exceed {max_length} characters")
         if chars is not None and allowed.fullmatch(text) is None:
             raise Invalid(f"{name} {chars}")
         return text
 
-    bounds = f"{min_length}-{max_length}" if min_length > 1 else f"≤ {max_length}"
-    extra = {} if note is None else {"description": f"{bounds} characters{what} (trimmed){note}"}
-    if not optional:
-        return Field(check, string(trimmed(core), **extra))
-    return Field(check, {"anyOf": [{"type": "null"}, string(trimmed(f"(?:{core})?"), **extra)]})
+    bounds = f"{min_length}-{max_length}" if between else f"≤ {max_length}"
+    trimming = " (trimmed)" if trim else ""
+    extra = {} if note is None else {"description": f"{bounds} characters{what}{trimming}{note}"}
+    if edge == inner:
+        core = f"{edge}{{{min_length},{max_length}}}"
+    else:
+        core = f"{edge}(?:{inner}{{0,{max_length - 2}}}{edge})?"
+    if not trim:
+        schema = string(NON_BLANK, minLength=min_length, maxLength=max_length, **extra)
+    elif optional:
+        schema = {"anyOf": [{"type": "null"}, string(trimmed(f"(?:{core})?", pad), **extra)]}
+    else:
+        schema = string(trimmed(core, pad), **extra)
+    return Field(check, schema)
 
 
 # --- configName, port, userName, password -------------------------------------------------
@@ -260,27 +273,8 @@ PORT = Field(_port, {"type": "integer", "minimum": 1, "maximum": 65535})
 USER_NAME: Field[str] = text_field("userName", 128, note=".")
 
 
-_PASSWORD_MAX = 1024
-
-
-def _password(value: object) -> str:
-    """Never trimmed."""
-    text = _string_of("password", value)
-    if not text.strip():
-        raise Invalid("password must not be blank")
-    if not 1 <= len(text) <= _PASSWORD_MAX:
-        raise Invalid(f"password must be between 1 and {_PASSWORD_MAX} characters")
-    return text
-
-
-PASSWORD = Field(
-    _password,
-    string(
-        NON_BLANK,
-        minLength=1,
-        maxLength=_PASSWORD_MAX,
-        description=f"1-{_PASSWORD_MAX} characters, not blank; never trimmed, never returned.",
-    ),
+PASSWORD: Field[str] = text_field(
+    "password", 1024, trim=False, note=", not blank; never trimmed, never returned."
 )
 
 # --- host (§2.5) --------------------------------------------------------------------------
@@ -597,26 +591,17 @@ SOURCE = Field(
 
 # --- X-Product-Name (§2.4) ----------------------------------------------------------------
 
-_PRODUCT = re.compile(r"[a-z0-9_-]+")
 MAX_PRODUCT = 100
-
-
-def _product(value: object) -> str:
-    """Trimmed and lower-cased; the §2.4 messages in their order."""
-    text = _string_of("X-Product-Name", value).strip().lower()
-    if len(text) > MAX_PRODUCT:
-        raise Invalid(f"X-Product-Name must not exceed {MAX_PRODUCT} characters")
-    if _PRODUCT.fullmatch(text) is None:
-        raise Invalid(
-            "X-Product-Name can only contain alphanumeric characters, underscores, and hyphens"
-        )
-    return text
-
-
-#: After HTTP parsing: 1-100 characters of ``[A-Za-z0-9_-]`` (lower-cased by the server); the
-#: characters a header value can carry around it are allowed. Blank values are the caller's.
-PRODUCT_HEADER = Field(
-    _product, string(f"^[ \t\x85\xa0]*[A-Za-z0-9_-]{{1,{MAX_PRODUCT}}}[ \t\x85\xa0]*$")
+#: Trimmed and lower-cased; the §2.4 messages in their order. After HTTP parsing, only the
+#: characters a header value can carry surround it. Blank values are the caller's.
+PRODUCT_HEADER: Field[str] = text_field(
+    "X-Product-Name",
+    MAX_PRODUCT,
+    edge="[A-Za-z0-9_-]",
+    inner="[A-Za-z0-9_-]",
+    chars="can only contain alphanumeric characters, underscores, and hyphens",
+    lower=True,
+    pad="[ \t\x85\xa0]",
 )
 
 
