@@ -234,10 +234,7 @@ def text_field(
     bounds = f"{min_length}-{max_length}" if between else f"≤ {max_length}"
     trimming = " (trimmed)" if trim else ""
     extra = {} if note is None else {"description": f"{bounds} characters{what}{trimming}{note}"}
-    if edge == inner:
-        core = f"{edge}{{{min_length},{max_length}}}"
-    else:
-        core = f"{edge}(?:{inner}{{0,{max_length - 2}}}{edge})?"
+    core = _text_core(edge, inner, min_length, max_length)
     if not trim:
         schema = string(NON_BLANK, minLength=min_length, maxLength=max_length, **extra)
     elif optional:
@@ -245,6 +242,15 @@ def text_field(
     else:
         schema = string(trimmed(core, pad), **extra)
     return Field(check, schema)
+
+
+def _text_core(edge: str, inner: str, min_length: int, max_length: int) -> str:
+    """The pattern of a trimmed :func:`text_field`'s text: ``edge`` characters at both ends and
+    ``inner`` ones between, or ``edge`` only, ``min_length`` to ``max_length`` times, when the
+    two classes are one."""
+    if edge == inner:
+        return f"{edge}{{{min_length},{max_length}}}"
+    return f"{edge}(?:{inner}{{0,{max_length - 2}}}{edge})?"
 
 
 # --- configName, port, userName, password -------------------------------------------------
