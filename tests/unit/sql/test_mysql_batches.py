@@ -4,10 +4,17 @@ engine's reference encoder; other-type columns of text are final as they are."""
 
 from __future__ import annotations
 
-from fetcher.adapters.fastjson import FastRowBatch
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
+from fetcher.adapters.sql import mysql
 from fetcher.adapters.sql.mysql import _json_column, _other_column
 from fetcher.engine.document import ROW_DEPTH
-from fetcher.engine.values import ExactNumber
+from fetcher.engine.values import ExactNumber, parse_json_exact
 from tests.unit.document.test_batches import _reference, _written
 
 
@@ -47,3 +54,71 @@ def test_other_columns_of_text_are_final_and_bytes_are_base64() -> None:
     texts = ("123e4567-e89b-12d3-a456-426614174000", None, 7)
     assert _other_column(texts) is texts
     assert _other_column((b"\x00\xff", None)) == ["AP8=", None]
+
+
+_NUMBERS = st.one_of(
+    st.sampled_from(["-0", "0", "-0.0", "-0e1", "1.50", "2e3", "-12", "1E+05", "0.1250"]),
+    st.integers(-(2**70), 2**70).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+)
+_STRINGS = st.sampled_from(['"R-0"', '"-0"', '"a-0b"', '"x"', '"-0.5"']) | st.text(max_size=5).map(
+    json.dumps
+)
+
+
+@st.composite
+def _json_texts(draw: st.DrawFn) -> str:
+    """A JSON text as MariaDB may store it: objects, arrays, numbers in any valid spelling,
+    strings that look like ``-0``, with or without spaces."""
+    leaves = _NUMBERS | _STRINGS | st.sampled_from(["true", "null"])
+    members = st.lists(st.tuples(_STRINGS, leaves), max_size=4)
+    sep = draw(st.sampled_from([", ", ","]))
+    pairs = draw(members)
+    items = draw(st.lists(leaves, max_size=4))
+    return draw(
+        st.sampled_from(
+            [
+                "{" + sep.join(f"{key}: {value}" for key, value in pairs) + "}",
+                "[" + sep.join(items) + "]",
+                items[0] if items else "-0",
+            ]
+        )
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_json_texts(), st.none()), min_size=1, max_size=12))
+def test_a_json_column_writes_the_bytes_of_the_exact_parse(texts: list[str | None]) -> None:
+    """Whichever integer path the batch takes (``-0`` anywhere or not), the batch's bytes are
+    those of each text parsed exactly (:func:`parse_json_exact`), number texts kept."""
+    column = _json_column(texts)
+    exact = [None if text is None else parse_json_exact(text) for text in texts]
+    batch = _batch(column, ["x"] * len(texts))
+    expected = FastRowBatch(["doc", "u"], [exact, ["x"] * len(texts)])
+    assert _written([batch]) == _reference([expected])
+    assert _reference([batch]) == _reference([expected])  # read back: the same values
+
+
+def test_negative_zero_keeps_its_text_and_other_integers_are_plain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    paths: list[bool] = []
+
+    def spy(values: list[str | None], *, canonical_ints: bool) -> list[object]:
+        paths.append(canonical_ints)
+        return parse_json_column(values, canonical_ints=canonical_ints)
+
+    monkeypatch.setattr(mysql, "parse_json_column", spy)
+    column = _json_column(['{"a": -0, "b": 7}', '"-0"', "[12345678901234567890123]", None])
+    assert b'"a": -0,' in _written([_batch(column, ["x"] * 4)])
+    first = column[0]
+    assert isinstance(first, dict)
+    assert isinstance(first["b"], int)
+    assert column[1] == "-0"
+    canonical = _json_column(['{"a": "R-05", "b": 7}', "[-0.5, -12, -0e2]", None])
+    assert list(_batch(canonical, ["x"] * 3)) == [
+        {"doc": {"a": "R-05", "b": 7}, "u": "x"},
+        {"doc": [ExactNumber("-0.5"), -12, ExactNumber("-0e2")], "u": "x"},
+        {"doc": None, "u": "x"},
+    ]
+    assert paths == [False, True]  # -0 as an integer only in the first column
