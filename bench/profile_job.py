@@ -1,8 +1,10 @@
 """Sampling profile of one extraction job in a running Fetcher process (issue 12).
 
 Starts the processes of ``FETCHER_BENCH_MODE`` (``worker`` or ``embedded``), creates the
-benchmark ledger (``FETCHER_BENCH_ROWS``, default 500 000), and records the extracting process
-with ``py-spy`` (the ``bench`` extra) while one job runs. Prints the functions with the most
+benchmark ledger (``FETCHER_BENCH_ROWS``, default 500 000) in the source of
+``FETCHER_BENCH_SOURCE`` (``postgres``, the default, or ``mariadb``: the same columns through
+the MySQL connector), and records the extracting process with ``py-spy`` (the ``bench``
+extra) while one job runs. Prints the functions with the most
 samples, by own time (leaf) and by inclusive time, as shares of all samples; the raw collapsed
 stacks stay in ``bench/results/``. Run: ``.venv/bin/python bench/profile_job.py``.
 """
@@ -14,15 +16,24 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.extraction import _PG_LEDGER, COLUMNS
-from bench.fetcher_processes import FetcherProcesses, create_postgres, drop_postgres
+from bench.extraction import _MARIADB_LEDGER, _PG_LEDGER, COLUMNS
+from bench.fetcher_processes import (
+    FetcherProcesses,
+    create_mariadb,
+    create_postgres,
+    drop_mariadb,
+    drop_postgres,
+)
 
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
 MODE = os.environ.get("FETCHER_BENCH_MODE", "worker")
+SOURCE = os.environ.get("FETCHER_BENCH_SOURCE", "postgres")
 TOP = int(os.environ.get("FETCHER_BENCH_TOP", "25"))
 RESULTS = Path(__file__).resolve().parent / "results"
 PY_SPY = str(Path(sys.executable).with_name("py-spy"))
@@ -59,25 +70,43 @@ def summarize(raw: Path) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+@contextmanager
+def _source() -> Iterator[Callable[[FetcherProcesses], None]]:
+    """The scratch ledger of ``SOURCE``; yields how to register it as ``bench_src``."""
+    if SOURCE == "mariadb":
+        database, reader, password = create_mariadb(_MARIADB_LEDGER.format(rows=ROWS))
+        try:
+            yield lambda processes: processes.connect_mysql("bench_src", database, reader, password)
+        finally:
+            drop_mariadb(database, reader)
+        return
+    if SOURCE != "postgres":
+        raise SystemExit(f"FETCHER_BENCH_SOURCE must be postgres or mariadb, not {SOURCE!r}")
     database = create_postgres("profile", _PG_LEDGER.format(rows=ROWS))
-    RESULTS.mkdir(exist_ok=True)
-    raw = RESULTS / f"profile-{MODE}-{time.strftime('%Y%m%dT%H%M%S')}.txt"
     try:
-        with FetcherProcesses(MODE) as processes:
-            processes.connect_postgres("bench_pg", database)
-            spy = subprocess.Popen(
-                [PY_SPY, "record", "--pid", str(processes.pid), "--format", "raw", "--output",
-                 str(raw), "--rate", "200", "--threads"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
-            time.sleep(1.0)
-            figure = processes.job({"bench_pg": {"ledger": list(COLUMNS)}}, None)
-            spy.send_signal(2)
-            spy.wait(timeout=60)
+        yield lambda processes: processes.connect_postgres("bench_src", database)
     finally:
         drop_postgres(database)
-    print(f"{MODE}: {figure.status} in {figure.seconds:.2f}s, peak {figure.peak_rss_mib:.1f} MiB")
+
+
+def main() -> int:
+    RESULTS.mkdir(exist_ok=True)
+    raw = RESULTS / f"profile-{SOURCE}-{MODE}-{time.strftime('%Y%m%dT%H%M%S')}.txt"
+    with _source() as connect, FetcherProcesses(MODE) as processes:
+        connect(processes)
+        spy = subprocess.Popen(
+            [PY_SPY, "record", "--pid", str(processes.pid), "--format", "raw", "--output",
+             str(raw), "--rate", "200", "--threads"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        time.sleep(1.0)
+        figure = processes.job({"bench_src": {"ledger": list(COLUMNS)}}, None)
+        spy.send_signal(2)
+        spy.wait(timeout=60)
+    print(
+        f"{SOURCE} {MODE}: {figure.status} in {figure.seconds:.2f}s, "
+        f"CPU {figure.cpu_seconds:.2f}s, peak {figure.peak_rss_mib:.1f} MiB"
+    )
     print(summarize(raw))
     return 0
 
