@@ -30,16 +30,22 @@ Whenever orjson refuses, the batch declines (``None``) and the engine's own path
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
 from typing import Final, overload
 
 import orjson
 
-from fetcher.engine.kit import ExactNumber, Row, RowBatch, encode_float
+from fetcher.engine.kit import ROW_DEPTH, ExactNumber, Row, RowBatch, encode_float
 from fetcher.engine.kit import parse_json_column as _parse_json_column
 
-__all__ = ["FastRowBatch", "parse_json_column"]
+__all__ = [
+    "FastRowBatch",
+    "PreEncodedBatch",
+    "encode_batch_columns",
+    "parse_json_column",
+    "parse_json_columns",
+]
 
 _NONE_TYPE: Final = type(None)
 #: orjson's layout (§5.4 Layout, keys sorted by code point), with every type it would write
@@ -173,3 +179,75 @@ class FastRowBatch(RowBatch):
 
     def __repr__(self) -> str:
         return f"FastRowBatch({self.names!r}, {len(self)} rows)"
+
+
+def parse_json_columns(
+    columns: Sequence[Sequence[object]], json_texts: Mapping[int, bool]
+) -> list[Sequence[object]]:
+    """``columns`` with each column of ``json_texts`` (index → ``canonical_ints``) parsed from
+    its JSON text by :func:`parse_json_column`."""
+    parsed = list(columns)
+    for index, canonical_ints in json_texts.items():
+        texts: Sequence[str | None] = parsed[index]  # type: ignore[assignment]
+        parsed[index] = parse_json_column(texts, canonical_ints=canonical_ints)
+    return parsed
+
+
+def encode_batch_columns(
+    names: Sequence[str],
+    columns: Sequence[Sequence[object]],
+    json_columns: Sequence[int],
+    json_texts: Mapping[int, bool],
+) -> bytes | None:
+    """The §5.4 bytes at the rows' depth of the :class:`FastRowBatch` these columns make once
+    the ``json_texts`` columns are parsed; ``None`` when orjson declines. This is the whole job
+    of the encoder process (:mod:`fetcher.adapters.encoder_process`): plain values in, bytes
+    out, so that parsing and encoding run on a second core."""
+    batch = FastRowBatch(names, parse_json_columns(columns, json_texts), json_columns=json_columns)
+    return encode_rows(batch, ROW_DEPTH)
+
+
+class PreEncodedBatch(FastRowBatch):
+    """A :class:`FastRowBatch` whose bytes at the rows' depth were written from exactly its
+    columns by :func:`encode_batch_columns` in the encoder process. The columns of
+    ``json_texts`` still hold their JSON text; they are parsed on the first read of the rows
+    (which the writer, given the bytes, never needs)."""
+
+    __slots__ = ("_encoded", "_json_texts")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        columns: Sequence[Sequence[object]],
+        *,
+        json_columns: Sequence[int],
+        json_texts: Mapping[int, bool],
+        encoded: bytes,
+    ) -> None:
+        super().__init__(names, columns, json_columns=json_columns)
+        self._json_texts = dict(json_texts)
+        self._encoded = encoded
+
+    @property
+    def columns(self) -> tuple[Sequence[object], ...]:
+        if self._json_texts:
+            self._columns = tuple(parse_json_columns(self._columns, self._json_texts))
+            self._json_texts = {}
+        return self._columns
+
+    def encoded_rows(self, depth: int) -> bytes | None:
+        return self._encoded if depth == ROW_DEPTH else encode_rows(self, depth)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> FastRowBatch: ...
+
+    def __getitem__(self, index: int | slice) -> Row | FastRowBatch:
+        self.columns  # noqa: B018 - parses the JSON texts before the rows are read
+        return super().__getitem__(index)
+
+    def __iter__(self) -> Iterator[Row]:
+        self.columns  # noqa: B018 - as in __getitem__
+        return super().__iter__()

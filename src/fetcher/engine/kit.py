@@ -8,7 +8,7 @@ engine's submodules stay private and this list is the one place that says what c
 It is not a public API: it may change with the engine.
 """
 
-from fetcher.engine.document import RowBatch
+from fetcher.engine.document import ROW_DEPTH, RowBatch
 from fetcher.engine.filters.ast import BoundFieldFilter, FilterSpec
 from fetcher.engine.filters.mongo import check_mongo_field, render_mongo_filter
 from fetcher.engine.filters.parse import (
@@ -56,6 +56,7 @@ from fetcher.engine.values import (
 __all__ = [
     # what crosses the ports
     "Row",
+    "ROW_DEPTH",
     "RowBatch",
     "TableQuery",
     "TlsSettings",

@@ -1,0 +1,121 @@
+"""A second process that parses and encodes row batches (issue 12: the idle core).
+
+One extraction runs in one Python thread: fetching, parsing JSON columns and writing §5.4
+bytes, then HMAC, AES-GCM, base64 and the write all hold the same interpreter lock, so a
+two-core host leaves one core idle. :class:`BatchEncoder` moves the parsing and encoding of
+each batch (:func:`fetcher.adapters.fastjson.encode_batch_columns`) into one child process:
+the connector hands it plain column values (strings, integers, ``ExactNumber``) and gets the
+batch's §5.4 bytes back, while its own thread fetches the next batch and encrypts the last.
+
+The child is a ``concurrent.futures`` worker started through the ``forkserver`` method: the
+host process runs threads (asyncio's executor, the HTTP server), which ``fork`` would copy in
+an unknown state. It holds no secret of its own and writes nothing to disk; data crosses a
+pipe. It exits when the host exits (its pipe closes).
+
+Nothing here is ever the only way: until the child is up (:meth:`BatchEncoder.start` runs in
+the background), once it has died, or whenever it fails on a batch, :meth:`BatchEncoder.submit`
+answers ``None`` or the future fails, and the connector encodes that batch itself; the bytes
+are the same either way (``tests/unit/document/test_encoder_process.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from types import TracebackType
+from typing import Self
+
+from fetcher.adapters.fastjson import encode_batch_columns
+
+__all__ = ["BatchEncoder"]
+
+_log = logging.getLogger(__name__)
+
+#: The modules the forkserver imports once, so each child starts without importing them.
+_PRELOAD = ["fetcher.adapters.fastjson"]
+
+
+class BatchEncoder:
+    """One child process that runs :func:`encode_batch_columns` on submitted batches.
+
+    Thread-safe. :meth:`start` blocks while the child starts (about 0.1-0.3 s): hosts call it
+    in a thread at startup, and batches submitted before it finishes are declined (``None``).
+    A child that dies is not replaced: every later batch is declined and encodes in-process.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._executor: ProcessPoolExecutor | None = None
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the child (idempotent) and wait until it has run a first call."""
+        with self._lock:
+            if self._closed or self._executor is not None:
+                return
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(_PRELOAD)
+            executor = ProcessPoolExecutor(max_workers=1, mp_context=context)
+        try:
+            executor.submit(int).result()
+        except (BrokenProcessPool, OSError):
+            _log.warning("the batch encoder process did not start; batches encode in-process")
+            executor.shutdown(wait=False)
+            return
+        self._install(executor)
+
+    def _install(self, executor: ProcessPoolExecutor) -> None:
+        with self._lock:
+            closed = self._closed  # close() may have run while the child started
+            if not closed:
+                self._executor = executor
+        if closed:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    def submit(
+        self,
+        names: Sequence[str],
+        columns: Sequence[Sequence[object]],
+        json_columns: Sequence[int],
+        json_texts: Mapping[int, bool],
+    ) -> Future[bytes | None] | None:
+        """The future §5.4 bytes of the batch (see :func:`encode_batch_columns`), or ``None``
+        when no child is ready: the caller then encodes the batch itself."""
+        executor = self._executor
+        if executor is None:
+            return None
+        try:
+            return executor.submit(encode_batch_columns, names, columns, json_columns, json_texts)
+        except (BrokenProcessPool, RuntimeError):  # died, or shut down meanwhile
+            self._forget(executor)
+            return None
+
+    def _forget(self, executor: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._executor is executor:
+                self._executor = None
+                _log.warning("the batch encoder process stopped; batches encode in-process")
+        executor.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Stop the child; later batches are declined."""
+        with self._lock:
+            self._closed = True
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
