@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import psycopg
 import pytest
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.pq import Format
 
+from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.adapters.sql.postgres import PostgresConnector
+from fetcher.engine.document import DatasourceWriter, MemorySpool
 from fetcher.engine.errors import EngineError, ErrorCategory
+from fetcher.engine.model import ConnectionDescriptor
 from fetcher.engine.ports import Row, TableQuery
 from fetcher.engine.types import TableSchema
 from fetcher.engine.values import ExactNumber
@@ -220,3 +225,52 @@ async def test_a_batch_that_fails_to_decode_is_loaded_tolerantly(pg: PostgresCon
     assert by_id[1]["note"] == 'a "quoted" note'
     assert by_id[1]["tza"] == MOMENTS[1]["tza"]
     assert by_id[3]["tz"] == "infinity"
+
+
+_DOCS_SQL = """
+DROP TABLE IF EXISTS public.encoded_docs;
+CREATE TABLE public.encoded_docs AS
+SELECT n AS id,
+       jsonb_build_object('n', n, 'amount', n * 1.25, 'tags', jsonb_build_array('a', n % 3)) AS j,
+       ('{"x": ' || n || '.0e1, "z": -0, "s": "é\\"' || n || '"}')::json AS js,
+       CASE WHEN n % 4 = 0 THEN NULL ELSE 'note ' || n END AS note
+FROM generate_series(1, 25) AS n;
+"""
+
+
+async def _stream_bytes(
+    descriptor: object, table: str, encoder: BatchEncoder | None
+) -> tuple[bytes, list[str]]:
+    """The §5.4 bytes the writer makes of ``table`` streamed in batches of 10, and the kinds
+    of the batches the connector yielded."""
+    assert isinstance(descriptor, ConnectionDescriptor)
+    spool = MemorySpool()
+    writer = DatasourceWriter(spool)
+    kinds = []
+    async with PostgresConnector(descriptor, batch_size=10, encoder=encoder) as pg:
+        schema = await table_named(pg, table)
+        await writer.open_table(table)
+        async for batch in pg.stream(TableQuery(schema, schema.columns)):
+            kinds.append(type(batch).__name__)
+            await writer.write_rows(batch)
+        await writer.close_table()
+        await writer.close()
+    return spool.getvalue(), kinds
+
+
+async def test_batches_encoded_in_the_encoder_process_are_the_same_bytes(
+    pg_descriptor: object, postgres_dsn: str
+) -> None:
+    """Embedded mode's batch encoder (issue 12): the child parses the JSON columns and writes
+    each batch's bytes; the document is byte for byte the in-process one."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(_DOCS_SQL)
+    with BatchEncoder() as encoder:
+        await asyncio.to_thread(encoder.start)
+        docs, docs_kinds = await _stream_bytes(pg_descriptor, "encoded_docs", encoder)
+        assert docs_kinds == ["PreEncodedBatch"] * 3  # 25 rows, one batch ahead
+        assert docs == (await _stream_bytes(pg_descriptor, "encoded_docs", None))[0]
+        assert b'"z": -0' in docs  # json keeps its text
+        for table in ("typed", "moments"):  # values orjson declines: encoded here, same bytes
+            child, _ = await _stream_bytes(pg_descriptor, table, encoder)
+            assert child == (await _stream_bytes(pg_descriptor, table, None))[0], table

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 
+from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.engine import ConnectionDescriptor, EngineError, ErrorCategory
 
 __all__ = [
@@ -69,8 +70,10 @@ _PG_SYSTEM_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
 
 class NetworkConnector:
     """What every networked connector is built from: the registry's one constructor call
-    (``SqlConnectorRegistry.connector_for``), the batch size and the SSRF pre-dial's pinned
-    address (§2.9.1 rule 3). Subclasses declare their own session state as class defaults."""
+    (``SqlConnectorRegistry.connector_for``), the batch size, the SSRF pre-dial's pinned
+    address (§2.9.1 rule 3) and the host's batch encoder process, for the connectors that hand
+    it their batches (PostgreSQL). Subclasses declare their own session state as class
+    defaults."""
 
     def __init__(
         self,
@@ -78,12 +81,14 @@ class NetworkConnector:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         pinned_address: str | None = None,
+        encoder: BatchEncoder | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be positive")
         self._connection = connection
         self._batch_size = batch_size
         self._pinned_address = pinned_address
+        self._encoder = encoder
 
     @property
     def _name(self) -> str:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from decimal import Decimal, InvalidOperation
 from functools import partial
@@ -35,7 +37,12 @@ from psycopg.pq import Format
 from psycopg.pq.abc import PGresult
 from psycopg.types.string import TextLoader
 
-from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
+from fetcher.adapters.fastjson import (
+    FastRowBatch,
+    PreEncodedBatch,
+    parse_json_column,
+    parse_json_columns,
+)
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
@@ -682,10 +689,62 @@ class PostgresConnector(NetworkConnector):
                 async with conn.cursor(name=cursor_name) as cursor:
                     await cursor.execute(sql, params)
                     converters = self._converters(query.columns, cursor.description, conn)
-                    while batch := await self._fetch(cursor, conn):
-                        yield FastRowBatch(
-                            names, _columns(batch, converters), json_columns=json_columns
-                        )
+                    batches = (
+                        self._encoded_batches(cursor, conn, names, converters, json_columns)
+                        if self._encoder is not None
+                        else self._batches(cursor, conn, names, converters, json_columns)
+                    )
+                    async for batch in batches:
+                        yield batch
+
+    async def _batches(
+        self,
+        cursor: AsyncCursor,
+        conn: AsyncConn,
+        names: tuple[str, ...],
+        converters: Sequence[tuple[int, ColumnConverter]],
+        json_columns: tuple[int, ...],
+    ) -> AsyncIterator[FastRowBatch]:
+        """Each fetched batch, converted here (its bytes are written when the engine asks)."""
+        while rows := await self._fetch(cursor, conn):
+            yield FastRowBatch(names, _columns(rows, converters), json_columns=json_columns)
+
+    async def _encoded_batches(
+        self,
+        cursor: AsyncCursor,
+        conn: AsyncConn,
+        names: tuple[str, ...],
+        converters: Sequence[tuple[int, ColumnConverter]],
+        json_columns: tuple[int, ...],
+    ) -> AsyncIterator[FastRowBatch]:
+        """Each fetched batch with its §5.4 bytes written by the encoder process, which parses
+        the JSON columns there: while it encodes one batch, this thread fetches the next (one
+        batch ahead, so at most two are held). A batch the process declines or fails on is
+        converted here, as :meth:`_batches` does: same bytes."""
+        encoder = self._encoder
+        if encoder is None:  # pragma: no cover - the caller checked
+            raise RuntimeError("no batch encoder")
+        texts = {index: _JSON_OIDS[oid] for index, oid in self._json_oids(cursor).items()}
+        local = [(index, convert) for index, convert in converters if index not in texts]
+        pending: deque[tuple[list[Sequence[object]], Future[bytes | None] | None]] = deque()
+        try:
+            while rows := await self._fetch(cursor, conn):
+                columns = _columns(rows, local)
+                pending.append((columns, encoder.submit(names, columns, json_columns, texts)))
+                if len(pending) > 1:
+                    yield await _finished_batch(names, json_columns, texts, *pending.popleft())
+            while pending:
+                yield await _finished_batch(names, json_columns, texts, *pending.popleft())
+        finally:
+            for _, future in pending:
+                if future is not None:
+                    future.cancel()
+
+    @staticmethod
+    def _json_oids(cursor: AsyncCursor) -> dict[int, int]:
+        """Result column index → type OID of the ``json``/``jsonb`` columns (not arrays)."""
+        description = cursor.description or ()
+        return {i: d.type_code for i, d in enumerate(description) if d.type_code in _JSON_OIDS}
 
     async def _fetch(self, cursor: AsyncCursor, conn: AsyncConn) -> list[tuple[Any, ...]]:
         """The next batch; one with text that is not UTF-8 is loaded again, tolerantly."""
@@ -710,6 +769,33 @@ class PostgresConnector(NetworkConnector):
             for index, (column, described) in enumerate(zip(columns, description, strict=True))
         )
         return [(index, convert) for index, convert in chosen if convert is not None]
+
+
+async def _finished_batch(
+    names: tuple[str, ...],
+    json_columns: tuple[int, ...],
+    json_texts: dict[int, bool],
+    columns: list[Sequence[object]],
+    future: Future[bytes | None] | None,
+) -> FastRowBatch:
+    """The batch of ``columns`` (the ``json_texts`` columns still JSON text) with the bytes the
+    encoder process wrote; when it declined or failed, parsed here and left to encode here."""
+    encoded = None
+    if future is not None:
+        try:
+            encoded = await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this job is cancelled; else the encoder was shut down
+        except Exception:  # a dead child, or a value it could not take
+            encoded = None
+    if encoded is None:
+        parsed = parse_json_columns(columns, json_texts)
+        return FastRowBatch(names, parsed, json_columns=json_columns)
+    return PreEncodedBatch(
+        names, columns, json_columns=json_columns, json_texts=json_texts, encoded=encoded
+    )
 
 
 def _json_columns(columns: Sequence[Column]) -> tuple[int, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.adapters.sql.postgres import PostgresConnector
 from fetcher.adapters.sql.sqlite import SqliteConnector
 from fetcher.engine import ConnectionDescriptor, Connector, EngineError, ErrorCategory
@@ -20,7 +21,9 @@ class SqlConnectorRegistry:
     is always refused. The other engines' modules are imported lazily, so a build without one
     driver's extra still serves the rest.
     A descriptor's ``pinned_address`` (the SSRF pre-dial's vetted IP, §2.9.1) is handed to the
-    connector so that the driver dials it instead of resolving the host again.
+    connector so that the driver dials it instead of resolving the host again. ``encoder``
+    (the host's :class:`~fetcher.adapters.encoder_process.BatchEncoder`, if it runs one) is
+    handed to the PostgreSQL connector, which encodes its batches there.
     """
 
     def __init__(
@@ -29,10 +32,12 @@ class SqlConnectorRegistry:
         sqlite_allowed_dir: str | None = None,
         forbidden_paths: Sequence[str] = (),
         batch_size: int = 2_000,
+        encoder: BatchEncoder | None = None,
     ) -> None:
         self._sqlite_allowed_dir = sqlite_allowed_dir
         self._forbidden = tuple(forbidden_paths)
         self._batch_size = batch_size
+        self._encoder = encoder
 
     def connector_for(self, connection: ConnectionDescriptor) -> Connector:
         if connection.type is EngineType.POSTGRESQL:
@@ -40,6 +45,7 @@ class SqlConnectorRegistry:
                 connection,
                 batch_size=self._batch_size,
                 pinned_address=connection.pinned_address,  # §2.9.1 rule 3 (hostaddr)
+                encoder=self._encoder,
             )
         if connection.type is EngineType.SQLITE:
             if not connection.internal and self._sqlite_allowed_dir is None:
