@@ -4,7 +4,8 @@
 metadata store, RabbitMQ, the loopback SeaweedFS S3 server) or one embedded process (SQLite
 metadata, local store), each on loopback ports, and stops them by PID. :meth:`job` submits one
 job and reports its time (``completedAt − createdAt``), document size and the extracting
-process's peak RSS (``VmHWM``, reset through ``/proc/<pid>/clear_refs`` before the job). The
+process's peak RSS (``VmHWM``, reset through ``/proc/<pid>/clear_refs`` before the job; summed
+with its child processes', embedded mode's batch encoder). The
 Worker's objects go under a prefix of their own, deleted from the test bucket on exit.
 """
 
@@ -21,6 +22,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -104,6 +106,35 @@ def create_mariadb(sql: str) -> tuple[str, str, str]:
 def drop_mariadb(name: str, reader: str) -> None:
     script = f"DROP DATABASE IF EXISTS `{name}`; DROP USER IF EXISTS '{reader}'@'%';"
     subprocess.run(MARIADB_ROOT, input=script, text=True, check=False, capture_output=True)
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants (embedded mode's batch encoder: the forkserver and its
+    worker), read from ``/proc/<pid>/task/<tid>/children``."""
+    pids = [pid]
+    for parent in pids:  # grows while it is walked
+        with suppress(OSError):
+            for task in Path(f"/proc/{parent}/task").iterdir():
+                with suppress(OSError):
+                    pids += [int(child) for child in (task / "children").read_text().split()]
+    return pids
+
+
+def tree_figures(pid: int) -> tuple[float, float]:
+    """Summed ``VmHWM`` (MiB) and CPU seconds of :func:`process_tree`: the peaks of separate
+    processes are added, which bounds their peak together from above."""
+    peak = cpu = 0.0
+    for member in process_tree(pid):
+        with suppress(OSError, RuntimeError):
+            peak += vm_hwm_mib(member)
+            cpu += cpu_seconds(member)
+    return peak, cpu
+
+
+def reset_tree_peaks(pid: int) -> None:
+    for member in process_tree(pid):
+        with suppress(OSError):
+            reset_peak(member)
 
 
 def vm_hwm_mib(pid: int) -> float:
@@ -306,8 +337,8 @@ class FetcherProcesses:
 
     def job(self, mapped: dict[str, Any], filters: dict[str, Any] | None) -> JobFigure:
         """One job to its end; figures of the extracting process."""
-        reset_peak(self.pid)
-        cpu_before = cpu_seconds(self.pid)
+        reset_tree_peaks(self.pid)
+        _, cpu_before = tree_figures(self.pid)
         request: dict[str, Any] = {"mappedFields": mapped}
         if filters:
             request["filters"] = filters
@@ -323,8 +354,8 @@ class FetcherProcesses:
         ):
             time.sleep(POLL_SECONDS)
         wall = time.perf_counter() - began
-        peak = vm_hwm_mib(self.pid)
-        cpu = cpu_seconds(self.pid) - cpu_before
+        peak, cpu_after = tree_figures(self.pid)
+        cpu = cpu_after - cpu_before
         size, rows = self._result_figures(job_id) if state["status"] == "completed" else (0, None)
         return JobFigure(
             state["status"], _seconds_between(state["createdAt"], state["completedAt"]), wall,
