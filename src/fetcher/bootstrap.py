@@ -270,11 +270,12 @@ def _ensure_dir(path: str) -> str:
 
 
 def _batch_encoder(settings: Settings, stack: AsyncExitStack) -> BatchEncoder | None:
-    """Embedded mode's second process for batch encoding (issue 12), started in the
-    background: one process serves every role there, so extraction gets the second core
-    (1.2× faster jobs, bench/README.md "Fifth look"). The Worker has none: there the S3 server
-    takes the second core (it needs about as much CPU as the Worker for an upload)."""
-    if settings.mode is not Mode.EMBEDDED:
+    """The second process that encodes result batches (issue 12, ``ENCODER_PROCESS_ENABLED``),
+    started in the background. On by default in embedded mode, where one process serves every
+    role: extraction gets the second core (1.2x faster jobs, bench/README.md "Fifth look").
+    Off by default in the Worker, measured here with the S3 server on the same two cores; a
+    Worker with cores of its own may turn it on. The Manager extracts nothing."""
+    if not settings.encoder_process or settings.mode is Mode.MANAGER:
         return None
     encoder = stack.enter_context(BatchEncoder())
     asyncio.get_running_loop().run_in_executor(None, encoder.start)

@@ -133,6 +133,9 @@ class Settings:
     pending_timeout: int = 3600
     storage_timeout: int = 120
     spool_memory_bytes: int = 8 * 1024 * 1024
+    #: ``ENCODER_PROCESS_ENABLED`` (not in the contract): encode result batches in a second
+    #: process (issue 12). Default on in embedded mode, off in the Worker.
+    encoder_process: bool = False
     ce_source: str = ""
     events_exchange: str = ""
     secrets: tuple[str, ...] = field(default=(), repr=False)
@@ -230,6 +233,7 @@ class _Reader:
             pending_timeout=self.integer("PENDING_TIMEOUT_SECONDS", 3600, minimum=300),
             storage_timeout=self.integer("STORAGE_TIMEOUT_SECONDS", 120, minimum=1),
             spool_memory_bytes=self.integer("SPOOL_MEMORY_BYTES", 8 * 1024 * 1024, minimum=0),
+            encoder_process=self.boolean("ENCODER_PROCESS_ENABLED", mode is Mode.EMBEDDED),
             ce_source=ce_source,
             events_exchange=exchange,
             secrets=secrets + tuple(s for d in internal.values() for s in d.secrets()),

@@ -10,7 +10,9 @@ batch's §5.4 bytes back, while its own thread fetches the next batch and encryp
 The child is a ``concurrent.futures`` worker started through the ``forkserver`` method: the
 host process runs threads (asyncio's executor, the HTTP server), which ``fork`` would copy in
 an unknown state. It holds no secret of its own and writes nothing to disk; data crosses a
-pipe. It exits when the host exits (its pipe closes).
+pipe. It exits when the host exits (its pipe closes). Like every ``forkserver`` child it
+imports the host's ``__main__`` module under another name, so a host script must guard its
+entry point (``if __name__ == "__main__"``); ``fetcher run`` and ``fetcher demo`` do.
 
 Nothing here is ever the only way: until the child is up (:meth:`BatchEncoder.start` runs in
 the background), once it has died, or whenever it fails on a batch, :meth:`BatchEncoder.submit`

@@ -53,6 +53,7 @@ def _refusal(env: dict[str, str]) -> str:
         ({"PENDING_TIMEOUT_SECONDS": "299"}, "invalid value for PENDING_TIMEOUT_SECONDS"),
         ({"STORAGE_TIMEOUT_SECONDS": "x"}, "invalid value for STORAGE_TIMEOUT_SECONDS"),
         ({"SSRF_GUARD_ENABLED": "1"}, "invalid value for SSRF_GUARD_ENABLED"),
+        ({"ENCODER_PROCESS_ENABLED": "on"}, "invalid value for ENCODER_PROCESS_ENABLED"),
     ],
 )
 def test_worker_refusals(change: dict[str, str], reason: str) -> None:
@@ -136,3 +137,21 @@ def test_http_max_connections(mode: str) -> None:
 def test_the_worker_does_not_read_http_max_connections() -> None:
     """§9.1: the variable is marked M and E only, so a Worker never refuses over it."""
     assert Settings.from_env({**WORKER, "HTTP_MAX_CONNECTIONS": "0"}).mode is Mode.WORKER
+
+
+@pytest.mark.parametrize(
+    ("mode", "value", "expected"),
+    [
+        ("worker", "", False),
+        ("embedded", "", True),
+        ("worker", "true", True),
+        ("embedded", "false", False),
+        ("embedded", " TRUE ", True),
+    ],
+)
+def test_the_encoder_process_is_on_by_default_only_in_embedded_mode(
+    mode: str, value: str, expected: bool
+) -> None:
+    env = WORKER if mode == "worker" else {"FETCHER_MODE": "embedded", "APP_ENC_KEY": KEY}
+    settings = Settings.from_env({**env, "ENCODER_PROCESS_ENABLED": value})
+    assert settings.encoder_process is expected
