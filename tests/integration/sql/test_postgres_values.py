@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 
 import psycopg
 import pytest
@@ -274,3 +275,13 @@ async def test_batches_encoded_in_the_encoder_process_are_the_same_bytes(
         for table in ("typed", "moments"):  # values orjson declines: encoded here, same bytes
             child, _ = await _stream_bytes(pg_descriptor, table, encoder)
             assert child == (await _stream_bytes(pg_descriptor, table, None))[0], table
+        assert isinstance(pg_descriptor, ConnectionDescriptor)
+        async with PostgresConnector(pg_descriptor, batch_size=10, encoder=encoder) as pg:
+            docs_table = await table_named(pg, "encoded_docs")
+            query = TableQuery(docs_table, docs_table.columns)
+            stream = pg.stream(query)
+            assert isinstance(stream, AsyncGenerator)
+            assert len(await anext(stream)) == 10
+            await stream.aclose()  # a job stopped after one batch (one more was in the child)
+            again = [row async for batch in pg.stream(query) for row in batch]
+    assert [row["id"] for row in again] == list(range(1, 26))

@@ -21,9 +21,9 @@ import asyncio
 import re
 import secrets
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
-from contextlib import contextmanager, suppress
+from contextlib import aclosing, contextmanager, suppress
 from decimal import Decimal, InvalidOperation
 from functools import partial
 from operator import is_not, itemgetter
@@ -37,6 +37,7 @@ from psycopg.pq import Format
 from psycopg.pq.abc import PGresult
 from psycopg.types.string import TextLoader
 
+from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.adapters.fastjson import (
     FastRowBatch,
     PreEncodedBatch,
@@ -677,7 +678,8 @@ class PostgresConnector(NetworkConnector):
         """Rows through a server-side cursor, ``batch_size`` at a time, encoded per §5.3.
 
         Each batch is a :class:`~fetcher.adapters.fastjson.FastRowBatch`: the columns and their
-        names, which encode themselves (orjson) without a Python step per row.
+        names, which encode themselves (orjson) without a Python step per row; with the host's
+        batch encoder process, a ``PreEncodedBatch`` encoded there (:meth:`_encoded_batches`).
         """
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)
@@ -689,41 +691,32 @@ class PostgresConnector(NetworkConnector):
                 async with conn.cursor(name=cursor_name) as cursor:
                     await cursor.execute(sql, params)
                     converters = self._converters(query.columns, cursor.description, conn)
-                    batches = (
-                        self._encoded_batches(cursor, conn, names, converters, json_columns)
-                        if self._encoder is not None
-                        else self._batches(cursor, conn, names, converters, json_columns)
-                    )
-                    async for batch in batches:
-                        yield batch
-
-    async def _batches(
-        self,
-        cursor: AsyncCursor,
-        conn: AsyncConn,
-        names: tuple[str, ...],
-        converters: Sequence[tuple[int, ColumnConverter]],
-        json_columns: tuple[int, ...],
-    ) -> AsyncIterator[FastRowBatch]:
-        """Each fetched batch, converted here (its bytes are written when the engine asks)."""
-        while rows := await self._fetch(cursor, conn):
-            yield FastRowBatch(names, _columns(rows, converters), json_columns=json_columns)
+                    if self._encoder is not None:
+                        layout = (names, json_columns)
+                        async with aclosing(
+                            self._encoded_batches(cursor, conn, layout, converters, self._encoder)
+                        ) as batches:
+                            async for batch in batches:
+                                yield batch
+                        return
+                    while rows := await self._fetch(cursor, conn):
+                        columns = _columns(rows, converters)
+                        yield FastRowBatch(names, columns, json_columns=json_columns)
 
     async def _encoded_batches(
         self,
         cursor: AsyncCursor,
         conn: AsyncConn,
-        names: tuple[str, ...],
+        layout: tuple[tuple[str, ...], tuple[int, ...]],
         converters: Sequence[tuple[int, ColumnConverter]],
-        json_columns: tuple[int, ...],
-    ) -> AsyncIterator[FastRowBatch]:
+        encoder: BatchEncoder,
+    ) -> AsyncGenerator[FastRowBatch, None]:
         """Each fetched batch with its §5.4 bytes written by the encoder process, which parses
         the JSON columns there: while it encodes one batch, this thread fetches the next (one
         batch ahead, so at most two are held). A batch the process declines or fails on is
-        converted here, as :meth:`_batches` does: same bytes."""
-        encoder = self._encoder
-        if encoder is None:  # pragma: no cover - the caller checked
-            raise RuntimeError("no batch encoder")
+        converted here, as :meth:`stream` does without an encoder: same bytes. ``layout``: the
+        column names and the indices of the JSON columns."""
+        names, json_columns = layout
         texts = {index: _JSON_OIDS[oid] for index, oid in self._json_oids(cursor).items()}
         local = [(index, convert) for index, convert in converters if index not in texts]
         pending: deque[tuple[list[Sequence[object]], Future[bytes | None] | None]] = deque()
