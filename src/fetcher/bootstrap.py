@@ -13,6 +13,8 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pybase64
+
 from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.adapters.messaging.inprocess import InProcessEventBus, InProcessWorkQueue
 from fetcher.adapters.objectstore.local import LocalObjectStore
@@ -383,6 +385,7 @@ def _worker_parts(
         redactor=Redactor(secrets=settings.secrets),
         on_commit=relay.kick,
         ssrf_guard=settings.ssrf_guard,
+        b64encode=pybase64.b64encode,  # SIMD, the standard library's bytes (tests/unit/crypto)
     )
     reaper = StaleJobReaper(
         store=store,

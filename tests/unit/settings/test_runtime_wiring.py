@@ -1,12 +1,15 @@
-"""``ENCODER_PROCESS_ENABLED`` reaches the connectors: embedded mode's runtime hands its
+"""What the composition root wires for speed (issue 12), on the real ``build_runtime``:
+``ENCODER_PROCESS_ENABLED`` reaches the connectors (embedded mode's runtime hands its
 PostgreSQL connectors a started batch encoder process unless the setting turns it off, and
-stops the process when the runtime closes."""
+stops the process when the runtime closes), and the stored object's base64 is SIMD
+``pybase64`` (its bytes: ``tests/unit/crypto/test_fast_base64.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
+import pybase64
 import pytest
 
 from fetcher.adapters.encoder_process import BatchEncoder
@@ -59,3 +62,10 @@ async def test_embedded_mode_encodes_in_a_second_process(tmp_path: Path, value: 
 async def test_the_setting_turns_it_off(tmp_path: Path) -> None:
     encoder, _ = await _encoder_of(_embedded(tmp_path, ENCODER_PROCESS_ENABLED="false"))
     assert encoder is None
+
+
+async def test_the_stored_objects_base64_is_pybase64(tmp_path: Path) -> None:
+    settings = _embedded(tmp_path, ENCODER_PROCESS_ENABLED="false")
+    async with build_runtime(settings) as runtime:
+        assert runtime.worker is not None
+        assert runtime.worker.extraction.b64encode is pybase64.b64encode
