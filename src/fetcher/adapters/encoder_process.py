@@ -10,7 +10,9 @@ batch's §5.4 bytes back, while its own thread fetches the next batch and encryp
 The child is a ``concurrent.futures`` worker started through the ``forkserver`` method: the
 host process runs threads (asyncio's executor, the HTTP server), which ``fork`` would copy in
 an unknown state. It holds no secret of its own and writes nothing to disk; data crosses a
-pipe. It exits when the host exits (its pipe closes). Like every ``forkserver`` child it
+pipe. It exits as soon as the host process is gone, however the host ended (``SIGKILL``
+included: :func:`_exit_with_host`), and then the forkserver and the resource tracker exit
+too. Like every ``forkserver`` child it
 imports the host's ``__main__`` module under another name, so a host script must guard its
 entry point (``if __name__ == "__main__"``); ``fetcher run`` and ``fetcher demo`` do.
 
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import select
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -39,6 +43,23 @@ _log = logging.getLogger(__name__)
 
 #: The modules the forkserver imports once, so each child starts without importing them.
 _PRELOAD = ["fetcher.adapters.fastjson"]
+
+
+def _exit_with_host(host: int) -> None:
+    """The child's initializer: a daemon thread waits on a pidfd of the host process and
+    ends the child the moment the host is gone. Without it a host killed by ``SIGKILL`` (the
+    OOM killer, a container stop) leaves the child waiting on a queue whose write end it holds
+    itself, and with it the forkserver and the resource tracker, for ever."""
+    try:
+        watched = os.pidfd_open(host)
+    except ProcessLookupError:  # gone already
+        os._exit(0)
+
+    def wait() -> None:
+        select.select([watched], [], [])
+        os._exit(0)
+
+    threading.Thread(target=wait, name="fetcher-host-watch", daemon=True).start()
 
 
 class BatchEncoder:
@@ -61,7 +82,12 @@ class BatchEncoder:
                 return
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(_PRELOAD)
-            executor = ProcessPoolExecutor(max_workers=1, mp_context=context)
+            executor = ProcessPoolExecutor(
+                max_workers=1,
+                mp_context=context,
+                initializer=_exit_with_host,
+                initargs=(os.getpid(),),
+            )
         try:
             executor.submit(int).result()
         except (BrokenProcessPool, OSError):

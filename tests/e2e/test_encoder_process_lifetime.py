@@ -1,0 +1,78 @@
+"""Embedded mode's batch encoder process (issue 12) lives and dies with its host.
+
+``fetcher run`` in embedded mode starts a second process for batch encoding, through
+multiprocessing's forkserver, which brings a resource tracker along: three processes under
+the host. Whether the host drains on SIGTERM or is killed outright (SIGKILL: the OOM killer, a
+container stop past its grace period), none of them may outlive it. Before the fix a SIGKILLed
+host left all three running for ever: the child waited on a queue whose write end it held
+itself, and the other two waited for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import E2E
+from tests.e2e.harness import FetcherProcess, embedded_fetcher, eventually
+
+pytestmark = E2E
+
+
+def _descendants(pid: int) -> set[int]:
+    """The live descendants of ``pid`` (from ``/proc/<pid>/task/<tid>/children``)."""
+    found: set[int] = set()
+    parents = [pid]
+    while parents:
+        parent = parents.pop()
+        with suppress(OSError):
+            for task in Path(f"/proc/{parent}/task").iterdir():
+                with suppress(OSError):
+                    for child in map(int, (task / "children").read_text().split()):
+                        if child not in found:
+                            found.add(child)
+                            parents.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running and not a zombie (a zombie has exited; only its parent has not reaped it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+async def _encoder_processes(host: FetcherProcess) -> set[int]:
+    """The host's three helper processes, once the encoder has started in the background."""
+
+    async def started() -> set[int] | None:
+        found = _descendants(host.pid)
+        return found if len(found) >= 3 else None
+
+    return await eventually(started, "the encoder process, its forkserver and tracker", within=30)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+async def test_no_encoder_process_outlives_its_host(tmp_path: Path, sig: signal.Signals) -> None:
+    async with embedded_fetcher(tmp_path) as host:
+        helpers = await _encoder_processes(host)
+        commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in helpers]
+        assert all(b"multiprocessing" in command for command in commands), commands
+        os.kill(host.pid, sig)
+        assert await host.wait_exit(30) is not None
+        for _ in range(100):
+            if not any(_alive(pid) for pid in helpers):
+                break
+            await asyncio.sleep(0.1)
+        survivors = [pid for pid in helpers if _alive(pid)]
+        for pid in survivors:  # leave nothing behind, then fail
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        assert survivors == [], f"still running 10 s after the host's {sig.name}: {survivors}"
