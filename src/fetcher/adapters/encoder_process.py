@@ -9,8 +9,9 @@ batch's §5.4 bytes back, while its own thread fetches the next batch and encryp
 
 The child is a ``concurrent.futures`` worker started through the ``forkserver`` method: the
 host process runs threads (asyncio's executor, the HTTP server), which ``fork`` would copy in
-an unknown state. It holds no secret of its own and writes nothing to disk; data crosses a
-pipe. It exits as soon as the host process is gone, however the host ended (``SIGKILL``
+an unknown state. It is handed no key and no credential (it inherits the host's environment,
+as any child process does, and reads nothing from it), logs nothing and writes nothing to disk;
+the batches' plain values cross a pipe between the two processes of the same user. It exits as soon as the host process is gone, however the host ended (``SIGKILL``
 included: :func:`_exit_with_host`), and then the forkserver and the resource tracker exit
 too. Like every ``forkserver`` child it
 imports the host's ``__main__`` module under another name, so a host script must guard its
