@@ -7,9 +7,10 @@ Starts two Fetcher setups of ``FETCHER_BENCH_MODE`` (``embedded``, the default, 
 one job on each per repetition (``FETCHER_BENCH_REPS``, default 4), the order alternating.
 Prints, per setting, the median job time (``completedAt − createdAt``), the median CPU
 seconds and the highest peak RSS of the extracting process *with its children* (the encoder
-process and its forkserver: their ``VmHWM`` summed, an upper bound of their peak together),
-and the speed ratio; writes them as JSON under ``bench/results/``. Both setups must write
-documents of the same size (the bytes are the same by construction; the tests compare them).
+process and multiprocessing's resource tracker: their ``VmHWM`` summed, an upper bound of
+their peak together), and the speed ratio; writes them as JSON under ``bench/results/``.
+Both setups must write documents of the same size (the bytes are the same by construction;
+the tests compare them).
 Run: ``.venv/bin/python bench/encoder_process.py``.
 """
 

@@ -109,8 +109,8 @@ def drop_mariadb(name: str, reader: str) -> None:
 
 
 def process_tree(pid: int) -> list[int]:
-    """``pid`` and its live descendants (embedded mode's batch encoder: the forkserver and its
-    worker), read from ``/proc/<pid>/task/<tid>/children``."""
+    """``pid`` and its live descendants (embedded mode's batch encoder process and
+    multiprocessing's resource tracker), read from ``/proc/<pid>/task/<tid>/children``."""
     pids = [pid]
     for parent in pids:  # grows while it is walked
         with suppress(OSError):

@@ -1,11 +1,11 @@
 """Embedded mode's batch encoder process (issue 12) lives and dies with its host.
 
-``fetcher run`` in embedded mode starts a second process for batch encoding, through
-multiprocessing's forkserver, which brings a resource tracker along: three processes under
-the host. Whether the host drains on SIGTERM or is killed outright (SIGKILL: the OOM killer, a
-container stop past its grace period), none of them may outlive it. Before the fix a SIGKILLed
-host left all three running for ever: the child waited on a queue whose write end it held
-itself, and the other two waited for it.
+``fetcher run`` in embedded mode starts a second process for batch encoding (multiprocessing's
+``spawn``), which brings a resource tracker along: two processes under the host. Whether the
+host drains on SIGTERM or is killed outright (SIGKILL: the OOM killer, a container stop past
+its grace period), neither may outlive it. Before the fix a SIGKILLed host left both running
+for ever: the child waited on a queue whose write end it held itself, and the tracker waited
+for it.
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ def _alive(pid: int) -> bool:
 
 
 async def _encoder_processes(host: FetcherProcess) -> set[int]:
-    """The host's three helper processes, once the encoder has started in the background."""
+    """The host's helper processes, once the encoder has started in the background."""
 
     async def started() -> set[int] | None:
         found = _descendants(host.pid)
-        return found if len(found) >= 3 else None
+        return found if len(found) >= 2 else None
 
-    return await eventually(started, "the encoder process, its forkserver and tracker", within=30)
+    return await eventually(started, "the encoder process and the resource tracker", within=30)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])

@@ -7,15 +7,18 @@ each batch (:func:`fetcher.adapters.fastjson.encode_batch_columns`) into one chi
 the connector hands it plain column values (strings, integers, ``ExactNumber``) and gets the
 batch's §5.4 bytes back, while its own thread fetches the next batch and encrypts the last.
 
-The child is a ``concurrent.futures`` worker started through the ``forkserver`` method: the
-host process runs threads (asyncio's executor, the HTTP server), which ``fork`` would copy in
-an unknown state. It is handed no key and no credential (it inherits the host's environment,
-as any child process does, and reads nothing from it), logs nothing and writes nothing to disk;
-the batches' plain values cross a pipe between the two processes of the same user. It exits as soon as the host process is gone, however the host ended (``SIGKILL``
-included: :func:`_exit_with_host`), and then the forkserver and the resource tracker exit
-too. Like every ``forkserver`` child it
-imports the host's ``__main__`` module under another name, so a host script must guard its
-entry point (``if __name__ == "__main__"``); ``fetcher run`` and ``fetcher demo`` do.
+The child is a ``concurrent.futures`` worker started through the ``spawn`` method (a fresh
+interpreter, fork and exec): the host process runs threads (asyncio's executor, the HTTP
+server), which a bare ``fork`` would copy in an unknown state, and ``forkserver`` would keep a
+third process of about 26 MiB. Besides the child, multiprocessing runs its resource tracker
+(about 12 MiB). The child is handed no key and no credential (it inherits the host's
+environment, as any child process does, and reads nothing from it), logs nothing and writes
+nothing to disk; the batches' plain values cross a pipe between two processes of the same
+user. It exits as soon as the host process is gone, however the host ended (``SIGKILL``
+included: :func:`_exit_with_host`), and the resource tracker then exits too. Like every
+``spawn`` child it imports the host's ``__main__`` module under another name, so a host script
+must guard its entry point (``if __name__ == "__main__"``); ``fetcher run`` and ``fetcher
+demo`` do.
 
 Nothing here is ever the only way: until the child is up (:meth:`BatchEncoder.start` runs in
 the background), once it has died, or whenever it fails on a batch, :meth:`BatchEncoder.submit`
@@ -42,15 +45,12 @@ __all__ = ["BatchEncoder"]
 
 _log = logging.getLogger(__name__)
 
-#: The modules the forkserver imports once, so each child starts without importing them.
-_PRELOAD = ["fetcher.adapters.fastjson"]
-
 
 def _exit_with_host(host: int) -> None:
     """The child's initializer: a daemon thread waits on a pidfd of the host process and
     ends the child the moment the host is gone. Without it a host killed by ``SIGKILL`` (the
     OOM killer, a container stop) leaves the child waiting on a queue whose write end it holds
-    itself, and with it the forkserver and the resource tracker, for ever."""
+    itself, and with it the resource tracker, for ever."""
     try:
         watched = os.pidfd_open(host)
     except ProcessLookupError:  # gone already
@@ -66,8 +66,9 @@ def _exit_with_host(host: int) -> None:
 class BatchEncoder:
     """One child process that runs :func:`encode_batch_columns` on submitted batches.
 
-    Thread-safe. :meth:`start` blocks while the child starts (about 0.1-0.3 s): hosts call it
-    in a thread at startup, and batches submitted before it finishes are declined (``None``).
+    Thread-safe. :meth:`start` blocks while the child starts (a fresh interpreter, about
+    0.2-0.5 s): hosts call it in a thread at startup, and batches submitted before it finishes
+    are declined (``None``).
     A child that dies is not replaced: every later batch is declined and encodes in-process.
     """
 
@@ -81,8 +82,7 @@ class BatchEncoder:
         with self._lock:
             if self._closed or self._executor is not None:
                 return
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(_PRELOAD)
+            context = multiprocessing.get_context("spawn")
             executor = ProcessPoolExecutor(
                 max_workers=1,
                 mp_context=context,
