@@ -28,20 +28,31 @@ are the same either way (``tests/unit/document/test_encoder_process.py``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import multiprocessing
 import os
 import select
 import threading
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import Self
 
-from fetcher.adapters.fastjson import encode_batch_columns
+from fetcher.adapters.fastjson import (
+    FastRowBatch,
+    PreEncodedBatch,
+    encode_batch_columns,
+    parse_json_columns,
+)
 
-__all__ = ["BatchEncoder"]
+__all__ = ["BatchEncoder", "TextBatch", "encoded_batches"]
+
+#: One fetched batch for the encoder: its columns, with the JSON columns still as text, and
+#: those columns' indices → ``canonical_ints`` (see ``parse_json_column``).
+TextBatch = tuple[list[Sequence[object]], dict[int, bool]]
 
 _log = logging.getLogger(__name__)
 
@@ -148,3 +159,58 @@ class BatchEncoder:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+async def encoded_batches(
+    encoder: BatchEncoder,
+    source: AsyncGenerator[TextBatch, None],
+    layout: tuple[Sequence[str], Sequence[int]],
+) -> AsyncGenerator[FastRowBatch, None]:
+    """Each batch of ``source`` (a connector's fetch) with its §5.4 bytes written by the encoder
+    process, which parses the JSON text columns there: while it encodes one batch, the
+    connector fetches the next (one batch ahead, so at most two are held). A batch the process
+    declines or fails on is parsed and encoded here: the same bytes.
+    ``layout``: the column names and the indices of the JSON columns. Closing this generator
+    cancels the batch in flight and closes ``source``."""
+    names, json_columns = layout
+    pending: deque[tuple[TextBatch, Future[bytes | None] | None]] = deque()
+    try:
+        async for batch in source:
+            columns, json_texts = batch
+            pending.append((batch, encoder.submit(names, columns, json_columns, json_texts)))
+            if len(pending) > 1:
+                yield await _finished(layout, *pending.popleft())
+        while pending:
+            yield await _finished(layout, *pending.popleft())
+    finally:
+        for _, future in pending:
+            if future is not None:
+                future.cancel()
+        await source.aclose()
+
+
+async def _finished(
+    layout: tuple[Sequence[str], Sequence[int]],
+    batch: TextBatch,
+    future: Future[bytes | None] | None,
+) -> FastRowBatch:
+    """``batch`` with the bytes the encoder process wrote; when it declined or failed, its
+    JSON texts parsed here and the batch left to encode here."""
+    names, json_columns = layout
+    columns, json_texts = batch
+    encoded = None
+    if future is not None:
+        try:
+            encoded = await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this job is cancelled; else the encoder was shut down
+        except Exception:  # a dead child, or a value it could not take
+            encoded = None
+    if encoded is None:
+        parsed = parse_json_columns(columns, json_texts)
+        return FastRowBatch(names, parsed, json_columns=json_columns)
+    return PreEncodedBatch(
+        names, columns, json_columns=json_columns, json_texts=json_texts, encoded=encoded
+    )

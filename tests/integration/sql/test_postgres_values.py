@@ -13,12 +13,12 @@ from psycopg.pq import Format
 
 from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.adapters.sql.postgres import PostgresConnector
-from fetcher.engine.document import DatasourceWriter, MemorySpool
 from fetcher.engine.errors import EngineError, ErrorCategory
 from fetcher.engine.model import ConnectionDescriptor
 from fetcher.engine.ports import Row, TableQuery
 from fetcher.engine.types import TableSchema
 from fetcher.engine.values import ExactNumber
+from tests.integration.sql.written import document_bytes
 
 pytestmark = pytest.mark.integration
 
@@ -242,21 +242,10 @@ FROM generate_series(1, 25) AS n;
 async def _stream_bytes(
     descriptor: object, table: str, encoder: BatchEncoder | None
 ) -> tuple[bytes, list[str]]:
-    """The §5.4 bytes the writer makes of ``table`` streamed in batches of 10, and the kinds
-    of the batches the connector yielded."""
+    """The §5.4 bytes of ``table`` streamed in batches of 10, and the batches' kinds."""
     assert isinstance(descriptor, ConnectionDescriptor)
-    spool = MemorySpool()
-    writer = DatasourceWriter(spool)
-    kinds = []
     async with PostgresConnector(descriptor, batch_size=10, encoder=encoder) as pg:
-        schema = await table_named(pg, table)
-        await writer.open_table(table)
-        async for batch in pg.stream(TableQuery(schema, schema.columns)):
-            kinds.append(type(batch).__name__)
-            await writer.write_rows(batch)
-        await writer.close_table()
-        await writer.close()
-    return spool.getvalue(), kinds
+        return await document_bytes(pg, await table_named(pg, table))
 
 
 async def test_batches_encoded_in_the_encoder_process_are_the_same_bytes(

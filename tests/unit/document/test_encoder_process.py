@@ -16,9 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fetcher.adapters.encoder_process import BatchEncoder
+from fetcher.adapters.encoder_process import BatchEncoder, TextBatch, _finished
 from fetcher.adapters.fastjson import FastRowBatch, PreEncodedBatch, parse_json_columns
-from fetcher.adapters.sql.postgres import _finished_batch
 from fetcher.engine.values import ExactNumber
 from tests.unit.document.test_batches import _reference, _written
 from tests.unit.document.test_fastjson import _NUMBER_TEXTS, _clean_text, _json_texts
@@ -51,8 +50,16 @@ def _expected(columns: list[Sequence[object]], texts: dict[int, bool]) -> FastRo
     return FastRowBatch(_NAMES, parse_json_columns(columns, texts), json_columns=(0,))
 
 
+async def _finish_async(
+    columns: list[Sequence[object]], texts: dict[int, bool], future: Future[bytes | None] | None
+) -> FastRowBatch:
+    """What the connector yields for one batch (``encoded_batches``' last step)."""
+    batch: TextBatch = (columns, texts)
+    return await _finished((_NAMES, (0,)), batch, future)
+
+
 def _finish(columns: list[Sequence[object]], future: Future[bytes | None] | None) -> FastRowBatch:
-    return asyncio.run(_finished_batch(_NAMES, (0,), _JSONB, columns, future))
+    return asyncio.run(_finish_async(columns, _JSONB, future))
 
 
 @settings(
@@ -74,7 +81,7 @@ def test_child_bytes_equal_the_connectors_own(
     future = encoder.submit(_NAMES, columns, (0,), texts)
     assert future is not None
     declined = future.result(timeout=30) is None  # integers beyond 64 bits, for one
-    batch = asyncio.run(_finished_batch(_NAMES, (0,), texts, columns, future))
+    batch = asyncio.run(_finish_async(columns, texts, future))
     assert isinstance(batch, PreEncodedBatch) is not declined
     expected = _expected(columns, texts)
     assert _written([batch]) == _written([expected]) == _reference([expected])
@@ -128,14 +135,14 @@ def test_an_encoder_shut_down_under_a_batch_falls_back_but_a_cancelled_job_stops
     async def shut_down_under() -> FastRowBatch:
         future: Future[bytes | None] = Future()
         asyncio.get_running_loop().call_later(0.05, future.cancel)
-        return await _finished_batch(_NAMES, (0,), _JSONB, columns, future)
+        return await _finish_async(columns, _JSONB, future)
 
     batch = asyncio.run(shut_down_under())
     assert _written([batch]) == _reference([_expected(columns, _JSONB)])
 
     async def cancelled_job() -> None:
         future: Future[bytes | None] = Future()
-        task = asyncio.create_task(_finished_batch(_NAMES, (0,), _JSONB, columns, future))
+        task = asyncio.create_task(_finish_async(columns, _JSONB, future))
         await asyncio.sleep(0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -20,9 +20,7 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
-from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future
 from contextlib import aclosing, contextmanager, suppress
 from decimal import Decimal, InvalidOperation
 from functools import partial
@@ -37,12 +35,10 @@ from psycopg.pq import Format
 from psycopg.pq.abc import PGresult
 from psycopg.types.string import TextLoader
 
-from fetcher.adapters.encoder_process import BatchEncoder
+from fetcher.adapters.encoder_process import TextBatch, encoded_batches
 from fetcher.adapters.fastjson import (
     FastRowBatch,
-    PreEncodedBatch,
     parse_json_column,
-    parse_json_columns,
 )
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
@@ -692,9 +688,10 @@ class PostgresConnector(NetworkConnector):
                     await cursor.execute(sql, params)
                     converters = self._converters(query.columns, cursor.description, conn)
                     if self._encoder is not None:
+                        source = self._text_batches(cursor, conn, converters)
                         layout = (names, json_columns)
                         async with aclosing(
-                            self._encoded_batches(cursor, conn, layout, converters, self._encoder)
+                            encoded_batches(self._encoder, source, layout)
                         ) as batches:
                             async for batch in batches:
                                 yield batch
@@ -703,35 +700,18 @@ class PostgresConnector(NetworkConnector):
                         columns = _columns(rows, converters)
                         yield FastRowBatch(names, columns, json_columns=json_columns)
 
-    async def _encoded_batches(
+    async def _text_batches(
         self,
         cursor: AsyncCursor,
         conn: AsyncConn,
-        layout: tuple[tuple[str, ...], tuple[int, ...]],
         converters: Sequence[tuple[int, ColumnConverter]],
-        encoder: BatchEncoder,
-    ) -> AsyncGenerator[FastRowBatch, None]:
-        """Each fetched batch with its §5.4 bytes written by the encoder process, which parses
-        the JSON columns there: while it encodes one batch, this thread fetches the next (one
-        batch ahead, so at most two are held). A batch the process declines or fails on is
-        converted here, as :meth:`stream` does without an encoder: same bytes. ``layout``: the
-        column names and the indices of the JSON columns."""
-        names, json_columns = layout
+    ) -> AsyncGenerator[TextBatch, None]:
+        """Each fetched batch for the encoder process: the ``json``/``jsonb`` columns (not
+        arrays) left as text for it to parse, every other column converted here."""
         texts = {index: _JSON_OIDS[oid] for index, oid in self._json_oids(cursor).items()}
         local = [(index, convert) for index, convert in converters if index not in texts]
-        pending: deque[tuple[list[Sequence[object]], Future[bytes | None] | None]] = deque()
-        try:
-            while rows := await self._fetch(cursor, conn):
-                columns = _columns(rows, local)
-                pending.append((columns, encoder.submit(names, columns, json_columns, texts)))
-                if len(pending) > 1:
-                    yield await _finished_batch(names, json_columns, texts, *pending.popleft())
-            while pending:
-                yield await _finished_batch(names, json_columns, texts, *pending.popleft())
-        finally:
-            for _, future in pending:
-                if future is not None:
-                    future.cancel()
+        while rows := await self._fetch(cursor, conn):
+            yield _columns(rows, local), texts
 
     @staticmethod
     def _json_oids(cursor: AsyncCursor) -> dict[int, int]:
@@ -762,33 +742,6 @@ class PostgresConnector(NetworkConnector):
             for index, (column, described) in enumerate(zip(columns, description, strict=True))
         )
         return [(index, convert) for index, convert in chosen if convert is not None]
-
-
-async def _finished_batch(
-    names: tuple[str, ...],
-    json_columns: tuple[int, ...],
-    json_texts: dict[int, bool],
-    columns: list[Sequence[object]],
-    future: Future[bytes | None] | None,
-) -> FastRowBatch:
-    """The batch of ``columns`` (the ``json_texts`` columns still JSON text) with the bytes the
-    encoder process wrote; when it declined or failed, parsed here and left to encode here."""
-    encoded = None
-    if future is not None:
-        try:
-            encoded = await asyncio.wrap_future(future)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # this job is cancelled; else the encoder was shut down
-        except Exception:  # a dead child, or a value it could not take
-            encoded = None
-    if encoded is None:
-        parsed = parse_json_columns(columns, json_texts)
-        return FastRowBatch(names, parsed, json_columns=json_columns)
-    return PreEncodedBatch(
-        names, columns, json_columns=json_columns, json_texts=json_texts, encoded=encoded
-    )
 
 
 def _json_columns(columns: Sequence[Column]) -> tuple[int, ...]:
