@@ -2,7 +2,8 @@
 
 Starts two Fetcher setups of ``FETCHER_BENCH_MODE`` (``embedded``, the default, or
 ``worker``: Manager + Worker → the SeaweedFS S3 server), one with
-``ENCODER_PROCESS_ENABLED=true`` and one with ``false``, over the same scratch ledger
+``ENCODER_PROCESS_ENABLED=true`` and one with ``false``, over the same scratch ledger in
+``FETCHER_BENCH_SOURCE`` (``postgres``, the default, or ``mariadb``)
 (``FETCHER_BENCH_ROWS``, default 500 000, the columns of ``bench/extraction.py``), and runs
 one job on each per repetition (``FETCHER_BENCH_REPS``, default 4), the order alternating.
 Prints, per setting, the median job time (``completedAt − createdAt``), the median CPU
@@ -26,12 +27,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.extraction import _PG_LEDGER, COLUMNS, RESULTS
-from bench.fetcher_processes import FetcherProcesses, JobFigure, create_postgres, drop_postgres
+from bench.extraction import COLUMNS, RESULTS, ledger_source
+from bench.fetcher_processes import FetcherProcesses, JobFigure
 
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
 REPS = int(os.environ.get("FETCHER_BENCH_REPS", "4"))
 MODE = os.environ.get("FETCHER_BENCH_MODE", "embedded")
+SOURCE = os.environ.get("FETCHER_BENCH_SOURCE", "postgres")
 
 
 def _summary(figures: list[JobFigure]) -> dict[str, object]:
@@ -45,42 +47,41 @@ def _summary(figures: list[JobFigure]) -> dict[str, object]:
 
 
 def main() -> int:
-    database = create_postgres("encoder", _PG_LEDGER.format(rows=ROWS))
     runs: dict[str, list[JobFigure]] = {"true": [], "false": []}
     mapped = {"bench_src": {"ledger": list(COLUMNS)}}
-    try:
-        with (
-            FetcherProcesses(MODE, ENCODER_PROCESS_ENABLED="true") as on,
-            FetcherProcesses(MODE, ENCODER_PROCESS_ENABLED="false") as off,
-        ):
-            setups = {"true": on, "false": off}
-            for processes in setups.values():
-                processes.connect_postgres("bench_src", database)
-            time.sleep(2.0)  # the encoder process starts in the background
-            for rep in range(REPS):
-                for flag in ("true", "false") if rep % 2 == 0 else ("false", "true"):
-                    figure = setups[flag].job(mapped, None)
-                    if figure.status != "completed":
-                        raise RuntimeError(f"job ended {figure.status}: {figure.error}")
-                    runs[flag].append(figure)
-                    print(
-                        f"  encoder process {flag:<5} {figure.seconds:6.2f}s  "
-                        f"CPU {figure.cpu_seconds:5.2f}s  peak {figure.peak_rss_mib:6.1f} MiB",
-                        flush=True,
-                    )
-    finally:
-        drop_postgres(database)
+    with (
+        ledger_source(SOURCE, ROWS) as connect,
+        FetcherProcesses(MODE, ENCODER_PROCESS_ENABLED="true") as on,
+        FetcherProcesses(MODE, ENCODER_PROCESS_ENABLED="false") as off,
+    ):
+        setups = {"true": on, "false": off}
+        for processes in setups.values():
+            connect(processes)
+        time.sleep(2.0)  # the encoder process starts in the background
+        for rep in range(REPS):
+            for flag in ("true", "false") if rep % 2 == 0 else ("false", "true"):
+                figure = setups[flag].job(mapped, None)
+                if figure.status != "completed":
+                    raise RuntimeError(f"job ended {figure.status}: {figure.error}")
+                runs[flag].append(figure)
+                print(
+                    f"  encoder process {flag:<5} {figure.seconds:6.2f}s  "
+                    f"CPU {figure.cpu_seconds:5.2f}s  peak {figure.peak_rss_mib:6.1f} MiB",
+                    flush=True,
+                )
     report = {name: _summary(figures) for name, figures in runs.items()}
     if len({size for figures in runs.values() for size in (f.size for f in figures)}) != 1:
         raise RuntimeError(f"documents of different sizes: {report}")
     speed = statistics.median(f.seconds for f in runs["false"]) / statistics.median(
         f.seconds for f in runs["true"]
     )
-    print(f"{MODE}, {ROWS:,} rows, {REPS} repetitions: {json.dumps(report)}")
+    print(f"{SOURCE} {MODE}, {ROWS:,} rows, {REPS} repetitions: {json.dumps(report)}")
     print(f"speed with the encoder process / without: {speed:.2f}x")
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"encoder-{MODE}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps({"mode": MODE, "rows": ROWS, **report, "speed": speed}, indent=2))
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = RESULTS / f"encoder-{SOURCE}-{MODE}-{stamp}.json"
+    figures = {"source": SOURCE, "mode": MODE, "rows": ROWS, **report, "speed": speed}
+    path.write_text(json.dumps(figures, indent=2))
     print(f"written {path}")
     return 0
 

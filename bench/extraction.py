@@ -41,7 +41,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,26 @@ def _psql(database: str, sql: str) -> list[str]:
 
 def _copy(database: str, select: str) -> list[str]:
     return _psql(database, f"COPY ({select}) TO STDOUT")
+
+
+@contextmanager
+def ledger_source(source: str, rows: int) -> Iterator[Callable[[FetcherProcesses], None]]:
+    """A scratch ledger of ``rows`` rows in ``source`` (``postgres`` or ``mariadb``: the same
+    columns, through the MySQL connector); yields how to register it as ``bench_src``."""
+    if source == "mariadb":
+        database, reader, password = create_mariadb(_MARIADB_LEDGER.format(rows=rows))
+        try:
+            yield lambda processes: processes.connect_mysql("bench_src", database, reader, password)
+        finally:
+            drop_mariadb(database, reader)
+        return
+    if source != "postgres":
+        raise SystemExit(f"FETCHER_BENCH_SOURCE must be postgres or mariadb, not {source!r}")
+    database = create_postgres("ledger", _PG_LEDGER.format(rows=rows))
+    try:
+        yield lambda processes: processes.connect_postgres("bench_src", database)
+    finally:
+        drop_postgres(database)
 
 
 def _s3_server_pid() -> int | None:

@@ -16,20 +16,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.extraction import _MARIADB_LEDGER, _PG_LEDGER, COLUMNS
-from bench.fetcher_processes import (
-    FetcherProcesses,
-    create_mariadb,
-    create_postgres,
-    drop_mariadb,
-    drop_postgres,
-)
+from bench.extraction import COLUMNS, ledger_source
+from bench.fetcher_processes import FetcherProcesses
 
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
 MODE = os.environ.get("FETCHER_BENCH_MODE", "worker")
@@ -70,29 +62,10 @@ def summarize(raw: Path) -> str:
     return "\n".join(lines)
 
 
-@contextmanager
-def _source() -> Iterator[Callable[[FetcherProcesses], None]]:
-    """The scratch ledger of ``SOURCE``; yields how to register it as ``bench_src``."""
-    if SOURCE == "mariadb":
-        database, reader, password = create_mariadb(_MARIADB_LEDGER.format(rows=ROWS))
-        try:
-            yield lambda processes: processes.connect_mysql("bench_src", database, reader, password)
-        finally:
-            drop_mariadb(database, reader)
-        return
-    if SOURCE != "postgres":
-        raise SystemExit(f"FETCHER_BENCH_SOURCE must be postgres or mariadb, not {SOURCE!r}")
-    database = create_postgres("profile", _PG_LEDGER.format(rows=ROWS))
-    try:
-        yield lambda processes: processes.connect_postgres("bench_src", database)
-    finally:
-        drop_postgres(database)
-
-
 def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     raw = RESULTS / f"profile-{SOURCE}-{MODE}-{time.strftime('%Y%m%dT%H%M%S')}.txt"
-    with _source() as connect, FetcherProcesses(MODE) as processes:
+    with ledger_source(SOURCE, ROWS) as connect, FetcherProcesses(MODE) as processes:
         connect(processes)
         spy = subprocess.Popen(
             [PY_SPY, "record", "--pid", str(processes.pid), "--format", "raw", "--output",
