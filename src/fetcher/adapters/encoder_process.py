@@ -86,13 +86,16 @@ class BatchEncoder:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._executor: ProcessPoolExecutor | None = None
+        self._started = False
         self._closed = False
 
     def start(self) -> None:
-        """Start the child (idempotent) and wait until it has run a first call."""
+        """Start the child (once: later calls return at once) and wait until it has run a
+        first call."""
         with self._lock:
-            if self._closed or self._executor is not None:
+            if self._closed or self._started:
                 return
+            self._started = True
             context = multiprocessing.get_context("spawn")
             executor = ProcessPoolExecutor(
                 max_workers=1,

@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import suppress
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -178,3 +181,28 @@ def test_a_killed_child_is_not_replaced_and_batches_encode_in_process() -> None:
             assert not isinstance(batch, PreEncodedBatch)
             assert _written([batch]) == expected
         assert encoder.submit(_NAMES, columns, (0,), _JSONB) is None
+
+
+def _spawned_children() -> list[int]:
+    """This process's children that multiprocessing spawned as pool workers."""
+    me = Path(f"/proc/{os.getpid()}")
+    found = []
+    for task in (me / "task").iterdir():
+        for child in (task / "children").read_text().split():
+            with suppress(OSError):
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+    return found
+
+
+def test_start_runs_one_child_however_many_callers_race() -> None:
+    before = set(_spawned_children())
+    with BatchEncoder() as encoder:
+        callers = [threading.Thread(target=encoder.start) for _ in range(4)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join()
+        started = [pid for pid in _spawned_children() if pid not in before]
+        assert len(started) == 1, started
+        assert encoder.submit(_NAMES, _columns(['{"a": 1}'], ["x"]), (0,), _JSONB) is not None
