@@ -36,10 +36,7 @@ from psycopg.pq.abc import PGresult
 from psycopg.types.string import TextLoader
 
 from fetcher.adapters.encoder_process import TextBatch, encoded_batches
-from fetcher.adapters.fastjson import (
-    FastRowBatch,
-    parse_json_column,
-)
+from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
@@ -675,7 +672,8 @@ class PostgresConnector(NetworkConnector):
 
         Each batch is a :class:`~fetcher.adapters.fastjson.FastRowBatch`: the columns and their
         names, which encode themselves (orjson) without a Python step per row; with the host's
-        batch encoder process, a ``PreEncodedBatch`` encoded there (:meth:`_encoded_batches`).
+        batch encoder process, a ``PreEncodedBatch`` encoded there
+        (:func:`~fetcher.adapters.encoder_process.encoded_batches`).
         """
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)
