@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
-from fetcher.adapters.sql import mysql
+from fetcher.adapters.fastjson import FastRowBatch
 from fetcher.adapters.sql.mysql import _json_column, _other_column
 from fetcher.engine.document import ROW_DEPTH
 from fetcher.engine.values import ExactNumber, parse_json_exact
@@ -97,28 +95,3 @@ def test_a_json_column_writes_the_bytes_of_the_exact_parse(texts: list[str | Non
     expected = FastRowBatch(["doc", "u"], [exact, ["x"] * len(texts)])
     assert _written([batch]) == _reference([expected])
     assert _reference([batch]) == _reference([expected])  # read back: the same values
-
-
-def test_negative_zero_keeps_its_text_and_other_integers_are_plain(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    paths: list[bool] = []
-
-    def spy(values: list[str | None], *, canonical_ints: bool) -> list[object]:
-        paths.append(canonical_ints)
-        return parse_json_column(values, canonical_ints=canonical_ints)
-
-    monkeypatch.setattr(mysql, "parse_json_column", spy)
-    column = _json_column(['{"a": -0, "b": 7}', '"-0"', "[12345678901234567890123]", None])
-    assert b'"a": -0,' in _written([_batch(column, ["x"] * 4)])
-    first = column[0]
-    assert isinstance(first, dict)
-    assert isinstance(first["b"], int)
-    assert column[1] == "-0"
-    canonical = _json_column(['{"a": "R-05", "b": 7}', "[-0.5, -12, -0e2]", None])
-    assert list(_batch(canonical, ["x"] * 3)) == [
-        {"doc": {"a": "R-05", "b": 7}, "u": "x"},
-        {"doc": [ExactNumber("-0.5"), -12, ExactNumber("-0e2")], "u": "x"},
-        {"doc": None, "u": "x"},
-    ]
-    assert paths == [False, True]  # -0 as an integer only in the first column

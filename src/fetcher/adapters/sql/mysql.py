@@ -253,25 +253,14 @@ def _json(value: object) -> object:
 _TEXT_COLUMN: Final = frozenset({str, type(None)})
 
 
-#: Where a JSON text may hold the integer ``-0``: ``-0`` not followed by a digit (not valid
-#: JSON), a fraction or an exponent. Inside a string it only costs the slower integer path.
-_NEGATIVE_ZERO: Final = re.compile(r"-0(?![0-9.eE])")
-
-
 def _json_column(values: Sequence[Any]) -> list[object]:
     """A JSON column of one batch: all texts parsed in one C-scanner call (fractions as orjson
     fragments, see :func:`~fetcher.adapters.fastjson.parse_json_column`); the value-by-value
-    :func:`_json` when a value is not text or not JSON.
-
-    MySQL and MariaDB may print ``-0`` (MariaDB keeps the text as written), which ``int`` would
-    write back as ``0``: integers are read by the scanner itself (no Python call per integer)
-    only when no text can hold ``-0`` (one regular-expression pass over the batch), else each
-    keeps its text check. Any other valid JSON integer is its canonical text already (no
-    leading zeros, no ``+``), and exponents are fractions."""
+    :func:`_json` when a value is not text or not JSON. MySQL and MariaDB may print ``-0`` or
+    exponents (MariaDB keeps the text as written), so integers keep their text check."""
     if _TEXT_COLUMN.issuperset(map(type, values)):
-        canonical = _NEGATIVE_ZERO.search("\n".join(filter(None, values))) is None
         try:
-            return parse_json_column(values, canonical_ints=canonical)
+            return parse_json_column(values, canonical_ints=False)
         except ValueError:
             pass
     return _convert_column(values, _json)
