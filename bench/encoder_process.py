@@ -57,7 +57,8 @@ def main() -> int:
         setups = {"true": on, "false": off}
         for processes in setups.values():
             connect(processes)
-        time.sleep(2.0)  # the encoder process starts in the background
+            processes.job(mapped, None)  # warm-up, not counted: the first stream starts the child
+        time.sleep(1.0)
         for rep in range(REPS):
             for flag in ("true", "false") if rep % 2 == 0 else ("false", "true"):
                 figure = setups[flag].job(mapped, None)

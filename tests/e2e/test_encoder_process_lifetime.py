@@ -1,7 +1,8 @@
 """Embedded mode's batch encoder process (issue 12) lives and dies with its host.
 
 ``fetcher run`` in embedded mode starts a second process for batch encoding (multiprocessing's
-``spawn``), which brings a resource tracker along: two processes under the host. Whether the
+``spawn``) when its first PostgreSQL job streams, which brings a resource tracker along: two
+processes under the host; none before (a host with other sources never starts them). Whether the
 host drains on SIGTERM or is killed outright (SIGKILL: the OOM killer, a container stop past
 its grace period), neither may outlive it. Before the fix a SIGKILLed host left both running
 for ever: the child waited on a queue whose write end it held itself, and the tracker waited
@@ -16,12 +17,24 @@ import signal
 from contextlib import suppress
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.e2e.conftest import E2E
-from tests.e2e.harness import FetcherProcess, embedded_fetcher, eventually
+from tests.e2e.harness import (
+    DatabaseFactory,
+    FetcherProcess,
+    ManagerApi,
+    embedded_fetcher,
+    eventually,
+)
 
 pytestmark = E2E
+
+LEDGER_SQL = """
+CREATE TABLE public.ledger AS
+SELECT n AS id, jsonb_build_object('n', n, 'x', n * 1.5) AS doc FROM generate_series(1, 5000) AS n;
+"""
 
 
 def _descendants(pid: int) -> set[int]:
@@ -60,8 +73,18 @@ async def _encoder_processes(host: FetcherProcess) -> set[int]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
-async def test_no_encoder_process_outlives_its_host(tmp_path: Path, sig: signal.Signals) -> None:
-    async with embedded_fetcher(tmp_path) as host:
+async def test_no_encoder_process_outlives_its_host(
+    tmp_path: Path, sig: signal.Signals, databases: DatabaseFactory
+) -> None:
+    source = databases.create("fetcher_encoder_e2e", LEDGER_SQL)
+    async with embedded_fetcher(tmp_path) as host, httpx.AsyncClient(timeout=30) as http:
+        assert _descendants(host.pid) == set()  # nothing until a PostgreSQL job streams
+        api = ManagerApi(http, host.base_url)
+        await api.create_connection(
+            "ledger_pg", source.name, password="unused", host=source.host, port=source.port
+        )
+        job_id = await api.submit({"ledger_pg": {"public.ledger": ["id", "doc"]}})
+        assert (await api.wait_terminal(job_id))["status"] == "completed"
         helpers = await _encoder_processes(host)
         commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in helpers]
         assert all(b"multiprocessing" in command for command in commands), commands

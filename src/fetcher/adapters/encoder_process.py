@@ -20,10 +20,11 @@ included: :func:`_exit_with_host`), and the resource tracker then exits too. Lik
 must guard its entry point (``if __name__ == "__main__"``); ``fetcher run`` and ``fetcher
 demo`` do.
 
-Nothing here is ever the only way: until the child is up (:meth:`BatchEncoder.start` runs in
-the background), once it has died, or whenever it fails on a batch, :meth:`BatchEncoder.submit`
-answers ``None`` or the future fails, and the connector encodes that batch itself; the bytes
-are the same either way (``tests/unit/document/test_encoder_process.py``).
+Nothing here is ever the only way: until the child is up (it starts in the background when a
+connector first streams, :meth:`BatchEncoder.start_soon`), once it has died, or whenever it
+fails on a batch, :meth:`BatchEncoder.submit` answers ``None`` or the future fails, and the
+connector encodes that batch itself; the bytes are the same either way
+(``tests/unit/document/test_encoder_process.py``).
 """
 
 from __future__ import annotations
@@ -87,22 +88,32 @@ class BatchEncoder:
         self._lock = threading.Lock()
         self._executor: ProcessPoolExecutor | None = None
         self._started = False
+        self._settled = threading.Event()  # the child is up, or failed to start
         self._closed = False
 
     def start(self) -> None:
-        """Start the child (once: later calls return at once) and wait until it has run a
-        first call."""
+        """Start the child, once, and return when it has run a first call (or failed to
+        start); a later or concurrent call waits for the same outcome."""
         with self._lock:
-            if self._closed or self._started:
+            if self._closed:
                 return
+            first = not self._started
             self._started = True
-            context = multiprocessing.get_context("spawn")
-            executor = ProcessPoolExecutor(
-                max_workers=1,
-                mp_context=context,
-                initializer=_exit_with_host,
-                initargs=(os.getpid(),),
-            )
+        if not first:
+            self._settled.wait()
+            return
+        try:
+            self._start_child()
+        finally:
+            self._settled.set()
+
+    def _start_child(self) -> None:
+        executor = ProcessPoolExecutor(
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_exit_with_host,
+            initargs=(os.getpid(),),
+        )
         try:
             executor.submit(int).result()
         except (BrokenProcessPool, OSError):
@@ -110,6 +121,13 @@ class BatchEncoder:
             executor.shutdown(wait=False)
             return
         self._install(executor)
+
+    def start_soon(self) -> None:
+        """Start the child in a background thread unless it was started; returns at once.
+        Connectors call it when they first stream, so a host whose sources never use the
+        encoder never starts a process for it."""
+        if not (self._started or self._closed):
+            threading.Thread(target=self.start, name="fetcher-encoder-start", daemon=True).start()
 
     def _install(self, executor: ProcessPoolExecutor) -> None:
         with self._lock:

@@ -255,8 +255,9 @@ async def test_batches_encoded_in_the_encoder_process_are_the_same_bytes(
     each batch's bytes; the document is byte for byte the in-process one."""
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(_DOCS_SQL)
-    with BatchEncoder() as encoder:
-        await asyncio.to_thread(encoder.start)
+    with BatchEncoder() as encoder:  # the connector starts it (start_soon) when it streams
+        await _stream_bytes(pg_descriptor, "encoded_docs", encoder)  # encoded here meanwhile
+        await asyncio.to_thread(encoder.start)  # returns once the child is up
         docs, docs_kinds = await _stream_bytes(pg_descriptor, "encoded_docs", encoder)
         assert docs_kinds == ["PreEncodedBatch"] * 3  # 25 rows, one batch ahead
         assert docs == (await _stream_bytes(pg_descriptor, "encoded_docs", None))[0]

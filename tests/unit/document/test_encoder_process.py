@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import suppress
@@ -206,3 +207,23 @@ def test_start_runs_one_child_however_many_callers_race() -> None:
         started = [pid for pid in _spawned_children() if pid not in before]
         assert len(started) == 1, started
         assert encoder.submit(_NAMES, _columns(['{"a": 1}'], ["x"]), (0,), _JSONB) is not None
+
+
+def test_start_soon_returns_at_once_and_the_child_comes_up() -> None:
+    columns = _columns(['{"a": 1}'], ["x"])
+    with BatchEncoder() as encoder:
+        encoder.start_soon()
+        encoder.start_soon()  # once
+        future = None
+        for _ in range(200):
+            future = encoder.submit(_NAMES, columns, (0,), _JSONB)
+            if future is not None:
+                break
+            time.sleep(0.05)
+        assert future is not None
+        assert future.result(timeout=30) is not None
+    closed = BatchEncoder()
+    closed.close()
+    closed.start_soon()  # a closed encoder starts nothing
+    time.sleep(0.2)
+    assert closed.submit(_NAMES, columns, (0,), _JSONB) is None

@@ -1,8 +1,8 @@
 """What the composition root wires for speed (issue 12), on the real ``build_runtime``:
 ``ENCODER_PROCESS_ENABLED`` reaches the connectors (embedded mode's runtime hands its
-PostgreSQL connectors a started batch encoder process unless the setting turns it off, and
-stops the process when the runtime closes), and the stored object's base64 is SIMD
-``pybase64`` (its bytes: ``tests/unit/crypto/test_fast_base64.py``)."""
+PostgreSQL connectors a batch encoder, which starts its process when first asked to, unless
+the setting turns it off, and stops the process when the runtime closes), and the stored
+object's base64 is SIMD ``pybase64`` (its bytes: ``tests/unit/crypto/test_fast_base64.py``)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,9 @@ async def _encoder_of(settings: Settings) -> tuple[BatchEncoder | None, bool]:
         encoder = registry._encoder
         if encoder is None:
             return None, False
+        await asyncio.sleep(0.5)
+        assert encoder.submit(("a",), [["x"]], (), {}) is None  # no process until a stream
+        encoder.start_soon()  # what the PostgreSQL connector does when it streams
         for _ in range(200):  # it starts in the background
             future = encoder.submit(("a",), [["x"]], (), {})
             if future is not None:

@@ -686,6 +686,7 @@ class PostgresConnector(NetworkConnector):
                     await cursor.execute(sql, params)
                     converters = self._converters(query.columns, cursor.description, conn)
                     if self._encoder is not None:
+                        self._encoder.start_soon()  # batches are encoded here until it is up
                         source = self._text_batches(cursor, conn, converters)
                         layout = (names, json_columns)
                         async with aclosing(
