@@ -112,6 +112,10 @@ def decrypt_object(storage_key: bytes, stored: bytes | str) -> bytes:
     return _open(storage_key, _b64decode(stored), None)
 
 
+#: ``update_into`` needs room for ``len(data) + block size - 1`` bytes (the ``cryptography`` API).
+_GCM_UPDATE_SLACK = 15
+
+
 class ObjectEncryptor:
     """Streaming §6.3 encryptor producing exactly the bytes :func:`encrypt_object` would.
 
@@ -126,7 +130,7 @@ class ObjectEncryptor:
         storage_key: bytes,
         *,
         nonce: bytes | None = None,
-        b64encode: Callable[[bytes], bytes] = base64.b64encode,
+        b64encode: Callable[[bytes | memoryview], bytes] = base64.b64encode,
     ) -> None:
         """``b64encode`` writes the base64 text: the standard library's unless the host hands
         a faster one that writes exactly the same bytes (the Worker: SIMD ``pybase64``)."""
@@ -137,18 +141,25 @@ class ObjectEncryptor:
             algorithms.AES(storage_key), modes.GCM(iv)
         ).encryptor()
         self._carry = iv  # 12 bytes: a multiple of 3, emitted with the first output
+        #: The carry and the next ciphertext, reused from chunk to chunk: the ciphertext is
+        #: written into it and base64 reads it in place, with no copy of either.
+        self._buffer = bytearray()
         self._finalized = False
-
-    def _emit(self, data: bytes) -> bytes:
-        cut = len(data) - len(data) % 3
-        self._carry = data[cut:]
-        return self._b64encode(data[:cut])
 
     def update(self, chunk: bytes) -> bytes:
         """Encrypt ``chunk``; return the next base64 output (possibly empty)."""
         if self._finalized:
             raise RuntimeError("ObjectEncryptor already finalized")
-        return self._emit(self._carry + self._encryptor.update(chunk))
+        carried = len(self._carry)
+        needed = carried + len(chunk) + _GCM_UPDATE_SLACK
+        if len(self._buffer) < needed:
+            self._buffer = bytearray(needed)
+        with memoryview(self._buffer) as buffer:
+            buffer[:carried] = self._carry
+            end = carried + self._encryptor.update_into(chunk, buffer[carried:])
+            cut = end - end % 3
+            self._carry = bytes(buffer[cut:end])
+            return self._b64encode(buffer[:cut])
 
     def finalize(self) -> bytes:
         """Finish encryption; return the last base64 output, ending with the tag and padding."""

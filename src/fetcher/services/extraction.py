@@ -78,7 +78,7 @@ class _EncryptingSink:
         self,
         keys: KeySet,
         open_writer: Callable[[], Awaitable[ObjectWriter]],
-        b64encode: Callable[[bytes], bytes],
+        b64encode: Callable[[bytes | memoryview], bytes],
     ) -> None:
         # ``keys`` is the job's tenant's set (KeySet.for_tenant, §12.5).
         self._hmac = HmacStream(keys.external_hmac)
@@ -127,7 +127,7 @@ class ExtractionService:
     ssrf_guard: bool = False
     #: The base64 encoder of the stored object (§6.3): the standard library's, or one the
     #: host hands that writes exactly the same bytes, faster (bootstrap: ``pybase64``).
-    b64encode: Callable[[bytes], bytes] = base64.b64encode
+    b64encode: Callable[[bytes | memoryview], bytes] = base64.b64encode
 
     async def run_claimed(self, job_id: str, *, tenant: str = "") -> str:
         """Run a job of ``tenant`` this Worker has just claimed; it ends in one terminal
