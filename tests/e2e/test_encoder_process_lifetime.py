@@ -28,6 +28,7 @@ from tests.e2e.harness import (
     embedded_fetcher,
     eventually,
 )
+from tests.processes import alive, command_line, descendants
 
 pytestmark = E2E
 
@@ -37,36 +38,11 @@ SELECT n AS id, jsonb_build_object('n', n, 'x', n * 1.5) AS doc FROM generate_se
 """
 
 
-def _descendants(pid: int) -> set[int]:
-    """The live descendants of ``pid`` (from ``/proc/<pid>/task/<tid>/children``)."""
-    found: set[int] = set()
-    parents = [pid]
-    while parents:
-        parent = parents.pop()
-        with suppress(OSError):
-            for task in Path(f"/proc/{parent}/task").iterdir():
-                with suppress(OSError):
-                    for child in map(int, (task / "children").read_text().split()):
-                        if child not in found:
-                            found.add(child)
-                            parents.append(child)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """Running and not a zombie (a zombie has exited; only its parent has not reaped it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 async def _encoder_processes(host: FetcherProcess) -> set[int]:
     """The host's helper processes, once the encoder has started in the background."""
 
     async def started() -> set[int] | None:
-        found = _descendants(host.pid)
+        found = descendants(host.pid)
         return found if len(found) >= 2 else None
 
     return await eventually(started, "the encoder process and the resource tracker", within=30)
@@ -78,7 +54,7 @@ async def test_no_encoder_process_outlives_its_host(
 ) -> None:
     source = databases.create("fetcher_encoder_e2e", LEDGER_SQL)
     async with embedded_fetcher(tmp_path) as host, httpx.AsyncClient(timeout=30) as http:
-        assert _descendants(host.pid) == set()  # nothing until a PostgreSQL job streams
+        assert descendants(host.pid) == set()  # nothing until a PostgreSQL job streams
         api = ManagerApi(http, host.base_url)
         await api.create_connection(
             "ledger_pg", source.name, password="unused", host=source.host, port=source.port
@@ -86,15 +62,15 @@ async def test_no_encoder_process_outlives_its_host(
         job_id = await api.submit({"ledger_pg": {"public.ledger": ["id", "doc"]}})
         assert (await api.wait_terminal(job_id))["status"] == "completed"
         helpers = await _encoder_processes(host)
-        commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in helpers]
+        commands = [command_line(pid) for pid in helpers]
         assert all(b"multiprocessing" in command for command in commands), commands
         os.kill(host.pid, sig)
         assert await host.wait_exit(30) is not None
         for _ in range(100):
-            if not any(_alive(pid) for pid in helpers):
+            if not any(alive(pid) for pid in helpers):
                 break
             await asyncio.sleep(0.1)
-        survivors = [pid for pid in helpers if _alive(pid)]
+        survivors = [pid for pid in helpers if alive(pid)]
         for pid in survivors:  # leave nothing behind, then fail
             with suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

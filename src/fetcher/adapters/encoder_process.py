@@ -79,9 +79,9 @@ class BatchEncoder:
     """One child process that runs :func:`encode_batch_columns` on submitted batches.
 
     Thread-safe. :meth:`start` blocks while the child starts (a fresh interpreter, about
-    0.2-0.5 s): hosts call it in a thread at startup, and batches submitted before it finishes
-    are declined (``None``).
-    A child that dies is not replaced: every later batch is declined and encodes in-process.
+    0.2-0.5 s); connectors call :meth:`start_soon`, which runs it in a thread, when they first
+    stream, and batches submitted before the child is up are declined (``None``). A child that
+    dies is not replaced: every later batch is declined and encodes in-process.
     """
 
     def __init__(self) -> None:
@@ -227,8 +227,8 @@ async def _finished(
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # this job is cancelled; else the encoder was shut down
-        except Exception:  # a dead child, or a value it could not take
-            encoded = None
+        except Exception:  # noqa: S110 - a dead child, or a value it could not take
+            pass
     if encoded is None:
         parsed = parse_json_columns(columns, json_texts)
         return FastRowBatch(names, parsed, json_columns=json_columns)

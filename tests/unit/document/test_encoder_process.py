@@ -13,8 +13,6 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
-from contextlib import suppress
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +21,7 @@ from hypothesis import strategies as st
 from fetcher.adapters.encoder_process import BatchEncoder, TextBatch, _finished
 from fetcher.adapters.fastjson import FastRowBatch, PreEncodedBatch, parse_json_columns
 from fetcher.engine.values import ExactNumber
+from tests.processes import command_line, descendants
 from tests.unit.document.test_batches import _reference, _written
 from tests.unit.document.test_fastjson import _NUMBER_TEXTS, _clean_text, _json_texts
 
@@ -184,27 +183,20 @@ def test_a_killed_child_is_not_replaced_and_batches_encode_in_process() -> None:
         assert encoder.submit(_NAMES, columns, (0,), _JSONB) is None
 
 
-def _spawned_children() -> list[int]:
+def _spawned_children() -> set[int]:
     """This process's children that multiprocessing spawned as pool workers."""
-    me = Path(f"/proc/{os.getpid()}")
-    found = []
-    for task in (me / "task").iterdir():
-        for child in (task / "children").read_text().split():
-            with suppress(OSError):
-                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
-                    found.append(int(child))
-    return found
+    return {pid for pid in descendants(os.getpid()) if b"spawn_main" in command_line(pid)}
 
 
 def test_start_runs_one_child_however_many_callers_race() -> None:
-    before = set(_spawned_children())
+    before = _spawned_children()
     with BatchEncoder() as encoder:
         callers = [threading.Thread(target=encoder.start) for _ in range(4)]
         for caller in callers:
             caller.start()
         for caller in callers:
             caller.join()
-        started = [pid for pid in _spawned_children() if pid not in before]
+        started = _spawned_children() - before
         assert len(started) == 1, started
         assert encoder.submit(_NAMES, _columns(['{"a": 1}'], ["x"]), (0,), _JSONB) is not None
 

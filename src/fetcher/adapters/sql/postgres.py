@@ -707,16 +707,14 @@ class PostgresConnector(NetworkConnector):
     ) -> AsyncGenerator[TextBatch, None]:
         """Each fetched batch for the encoder process: the ``json``/``jsonb`` columns (not
         arrays) left as text for it to parse, every other column converted here."""
-        texts = {index: _JSON_OIDS[oid] for index, oid in self._json_oids(cursor).items()}
+        texts = {  # the json/jsonb result columns (not arrays) → canonical_ints
+            index: _JSON_OIDS[column.type_code]
+            for index, column in enumerate(cursor.description or ())
+            if column.type_code in _JSON_OIDS
+        }
         local = [(index, convert) for index, convert in converters if index not in texts]
         while rows := await self._fetch(cursor, conn):
             yield _columns(rows, local), texts
-
-    @staticmethod
-    def _json_oids(cursor: AsyncCursor) -> dict[int, int]:
-        """Result column index → type OID of the ``json``/``jsonb`` columns (not arrays)."""
-        description = cursor.description or ()
-        return {i: d.type_code for i, d in enumerate(description) if d.type_code in _JSON_OIDS}
 
     async def _fetch(self, cursor: AsyncCursor, conn: AsyncConn) -> list[tuple[Any, ...]]:
         """The next batch; one with text that is not UTF-8 is loaded again, tolerantly."""
