@@ -38,6 +38,13 @@ A batch may also encode itself (:class:`SelfEncodingRows`): an adapter with a fa
 (``fetcher.adapters.fastjson``, orjson) yields batches that write their own §5.4 bytes, or
 decline and leave the batch to the paths above. The engine itself stays standard library only
 (§1.4) and writes the same bytes without it.
+
+Depth: a value nested deeper than :data:`~fetcher.engine.errors.MAX_JSON_DEPTH` levels inside a
+row is refused with :class:`~fetcher.engine.errors.JsonDepthError`, naming its column, before
+the recursion goes further (:func:`_encode_into` counts levels; orjson refuses such a value
+itself, so its batch comes here). A batch within the bound is written on a fresh stack when the
+caller's own stack was too deep for it (:func:`_rows_bytes`), so the outcome never depends on
+where the writer was called from.
 """
 
 from __future__ import annotations
@@ -52,8 +59,16 @@ from itertools import chain
 from operator import is_not, itemgetter
 from typing import Final, Protocol, overload, runtime_checkable
 
+from fetcher.engine.errors import MAX_JSON_DEPTH, JsonDepthError
 from fetcher.engine.ports import ResultSink, Row, Spool
-from fetcher.engine.values import ExactNumber, encode_text, encode_value
+from fetcher.engine.values import (
+    ExactNumber,
+    encode_text,
+    encode_value,
+    exceeds_json_depth,
+    too_deep_member,
+    with_stack_retry,
+)
 
 __all__ = [
     "DatasourceWriter",
@@ -70,6 +85,9 @@ __all__ = [
 
 #: Nesting depth of a row object: document → datasource → table → array (§5.4).
 ROW_DEPTH: Final = 3
+#: The deepest level a container may open at: a row's values nest at most
+#: :data:`~fetcher.engine.errors.MAX_JSON_DEPTH` levels below the row.
+_DEEPEST_LEVEL: Final = ROW_DEPTH + MAX_JSON_DEPTH
 _INDENT: Final = "  "
 _NON_FINITE: Final[dict[str, str]] = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
 _FLAT_TYPES: Final = frozenset({str, int, float, bool, type(None)})
@@ -134,8 +152,13 @@ def _scalar_text(value: object, escape: Callable[[str], str]) -> str | None:
 
 
 def _encode_into(value: object, level: int, out: list[str], escape: Callable[[str], str]) -> None:
-    """Append the §5.4 text of ``value`` (its first line already positioned at ``level``)."""
+    """Append the §5.4 text of ``value`` (its first line already positioned at ``level``).
+
+    A container at a level past :data:`_DEEPEST_LEVEL` (nested deeper than ``MAX_JSON_DEPTH``
+    below its row) raises :class:`JsonDepthError`."""
     text = _scalar_text(value, escape)
+    if text is None and level > _DEEPEST_LEVEL and isinstance(value, Mapping | list | tuple):
+        raise JsonDepthError
     if text is None and escape is _escape:
         text = _flat_text(value, level)
     if text is not None:
@@ -375,13 +398,31 @@ def _rows_bytes(rows: Sequence[Row]) -> bytes:
     """The §5.4 UTF-8 bytes of ``rows`` at :data:`ROW_DEPTH`, separated as array elements.
 
     A :class:`SelfEncodingRows` batch writes itself when it accepts; the other paths are
-    :func:`_rows_text`'s. All paths give the same bytes.
+    :func:`_rows_text`'s. All paths give the same bytes. A value nested deeper than
+    ``MAX_JSON_DEPTH`` raises :class:`JsonDepthError` naming its column; a batch within the
+    bound that met a stack too deep for it is written again on a fresh one.
     """
     if isinstance(rows, SelfEncodingRows):
         data = rows.encoded_rows(ROW_DEPTH)
         if data is not None:
             return data
-    return _to_utf8(_rows_text(rows))
+    try:
+        text = with_stack_retry(_rows_text, rows)
+    except JsonDepthError as exc:
+        raise exc.located(column=_too_deep_column(rows)) from None
+    return _to_utf8(text)
+
+
+def _too_deep_column(rows: Sequence[Row]) -> str | None:
+    """The first column holding a value nested deeper than ``MAX_JSON_DEPTH`` (the error's
+    name for it), found without recursion and without reading a batch's rows (which may be what
+    refused): a :class:`RowBatch` column by column."""
+    if isinstance(rows, RowBatch):
+        for name, column in zip(rows.names, rows.columns, strict=True):
+            if any(map(exceeds_json_depth, column)):
+                return name
+        return None
+    return too_deep_member(rows)
 
 
 def _rows_text(rows: Sequence[Row]) -> str:

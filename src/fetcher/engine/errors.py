@@ -10,11 +10,34 @@ process (§8.7).
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Final
 
-__all__ = ["EngineError", "ErrorCategory", "MAX_ERROR_TEXT"]
+__all__ = [
+    "EngineError",
+    "ErrorCategory",
+    "JsonDepthError",
+    "MAX_ERROR_TEXT",
+    "MAX_JSON_DEPTH",
+    "query_error",
+]
 
 #: §4.5: the whole failure text is at most 2,000 code points.
 MAX_ERROR_TEXT = 2000
+#: The deepest nesting of one value (a parsed JSON column, a MongoDB embedded document or
+#: array: §5.3) that Fetcher extracts: ``1`` and ``"x"`` nest 0 levels, ``[]`` and ``{"a": 1}``
+#: 1, ``[[1]]`` and ``{"a": []}`` 2. A deeper value fails its job with the §4.5 query text
+#: (:class:`JsonDepthError`), never ``internal error``.
+#:
+#: Why 250: orjson, which writes the rows of most batches (``fetcher.adapters.fastjson``),
+#: writes at most 254 nested containers, and a row sits inside 4 of them there (the document,
+#: its datasource and table levels are the rows' array and two wrappers, then the row object),
+#: so 250 is exactly the deepest value it writes; the engine's own encoder refuses deeper ones
+#: the same way, and every parser and encoder on the way holds 250 levels within Python's
+#: recursion limit (1,000) with room for its caller's stack. Sources cap lower (MongoDB and
+#: MySQL 100, MariaDB 32); PostgreSQL ``json``/``jsonb`` has no fixed bound. A document of such
+#: values nests at most 254 levels, which any JSON reader of the result (``json.loads``
+#: included, §5.4) reads.
+MAX_JSON_DEPTH: Final = 250
 
 
 class ErrorCategory(StrEnum):
@@ -63,3 +86,58 @@ def truncate_error_text(text: str) -> str:
     if len(text) <= MAX_ERROR_TEXT:
         return text
     return text[: MAX_ERROR_TEXT - 3] + "..."
+
+
+def query_error(datasource: str, detail: str | None = None) -> EngineError:
+    """§4.5 Query row: ``failed to query datasource '<ds>'[: <detail>]`` (``unavailable``)."""
+    return EngineError(
+        ErrorCategory.UNAVAILABLE, f"failed to query datasource '{datasource}'", detail=detail
+    )
+
+
+class JsonDepthError(Exception):
+    """A value nested deeper than :data:`MAX_JSON_DEPTH` levels: raised by the JSON column
+    parsers and the value encoders of the engine and the adapters, wherever they meet one,
+    before any recursion can exhaust the stack.
+
+    It knows the ``column`` and ``table`` once whoever catches it on the way has named them
+    (:meth:`located`); connectors (and, for a value the document writer refuses, the runner)
+    turn it into the §4.5 query failure of their datasource (:meth:`query_error`). It is not a
+    ``ValueError``: no "text that is not JSON stays text" fallback may swallow it.
+    """
+
+    def __init__(self, *, column: str | None = None, table: str | None = None) -> None:
+        self.column = column
+        self.table = table
+        super().__init__(self.detail)
+
+    def located(self, *, column: str | None = None, table: str | None = None) -> JsonDepthError:
+        """This error with ``column`` and ``table`` filled in where still unknown."""
+        self.column = self.column if self.column is not None else column
+        self.table = self.table if self.table is not None else table
+        self.args = (self.detail,)
+        return self
+
+    @property
+    def detail(self) -> str:
+        """``column 'c' of table 't' holds a JSON value nested deeper than 250 levels``
+        (without the parts not known yet)."""
+        where = " of ".join(
+            f"{kind} '{name}'"
+            for kind, name in (("column", self.column), ("table", self.table))
+            if name is not None
+        )
+        subject = f"{where} holds a JSON value" if where else "a JSON value"
+        return f"{subject} nested deeper than {MAX_JSON_DEPTH} levels"
+
+    def query_error(self, datasource: str) -> EngineError:
+        """The §4.5 failure of ``datasource``: ``failed to query datasource '<ds>': <detail>``."""
+        return query_error(datasource, self.detail)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_depth_error, (self.column, self.table))
+
+
+def _rebuild_depth_error(column: str | None, table: str | None) -> JsonDepthError:
+    """Unpickling (an error crossing a process boundary keeps what it knew)."""
+    return JsonDepthError(column=column, table=table)

@@ -9,6 +9,7 @@ It is not a public API: it may change with the engine.
 """
 
 from fetcher.engine.document import ROW_DEPTH, RowBatch
+from fetcher.engine.errors import MAX_JSON_DEPTH, JsonDepthError, query_error
 from fetcher.engine.filters.ast import BoundFieldFilter, FilterSpec
 from fetcher.engine.filters.mongo import check_mongo_field, render_mongo_filter
 from fetcher.engine.filters.parse import (
@@ -49,8 +50,11 @@ from fetcher.engine.values import (
     encode_timedelta,
     encode_uuid,
     encode_value,
+    on_fresh_stack,
     parse_json_column,
     parse_json_exact_fractions,
+    too_deep_member,
+    with_stack_retry,
 )
 
 __all__ = [
@@ -106,4 +110,11 @@ __all__ = [
     "encode_value",
     "parse_json_column",
     "parse_json_exact_fractions",
+    # nesting depth (§5.3 nested values; see MAX_JSON_DEPTH) and the §4.5 query failure
+    "MAX_JSON_DEPTH",
+    "JsonDepthError",
+    "on_fresh_stack",
+    "query_error",
+    "too_deep_member",
+    "with_stack_retry",
 ]

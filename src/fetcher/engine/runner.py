@@ -11,6 +11,12 @@ running byte counts (the streamed part's and the spools') still give the exact d
 so ``maxResultBytes`` fails the run as soon as it is proven exceeded. A run that raises has
 therefore possibly written a prefix of the document to the sink: the host MUST discard it (abort
 the multipart upload, remove the temporary file), as it already must for a failing sink.
+
+A value nested deeper than ``MAX_JSON_DEPTH`` fails its datasource with the §4.5 query text,
+``failed to query datasource '<ds>': column '<c>' of table '<t>' holds a JSON value nested
+deeper than <N> levels``: connectors raise it so themselves when their parser or value encoder
+meets such a value; when the document writer refuses one (or a connector let the engine's
+:class:`~fetcher.engine.errors.JsonDepthError` through), it is turned into that text here.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from fetcher.engine.document import (
     document_size,
     write_document,
 )
-from fetcher.engine.errors import EngineError, ErrorCategory
+from fetcher.engine.errors import EngineError, ErrorCategory, JsonDepthError
 from fetcher.engine.model import ExtractionResult
 from fetcher.engine.planner import DatasourcePlan, Plan
 from fetcher.engine.ports import ConnectorRegistry, ResultSink, Spool, SpoolFactory
@@ -139,9 +145,13 @@ async def _extract_datasource(
     async with registry.connector_for(datasource.connection) as connector:
         for table in datasource.tables:
             await writer.open_table(table.key)
-            async for batch in connector.stream(table.query):
-                await writer.write_rows(batch)
-                guard.check()
+            try:
+                async for batch in connector.stream(table.query):
+                    await writer.write_rows(batch)
+                    guard.check()
+            except JsonDepthError as exc:  # the writer refused a value (see the module)
+                located = exc.located(table=table.query.table.label)
+                raise located.query_error(datasource.name) from None
             await writer.close_table()
     await writer.close()
 

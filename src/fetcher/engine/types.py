@@ -69,6 +69,11 @@ class TableSchema:
     name: str
     columns: tuple[Column, ...]
 
+    @property
+    def label(self) -> str:
+        """How failure texts name the table: ``schema.name``, or ``name`` without a schema."""
+        return f"{self.schema}.{self.name}" if self.schema else self.name
+
     def column_named(self, name: str, *, case_insensitive: bool = False) -> Column | None:
         """The column matching ``name`` exactly, or case-insensitively when asked (§3.2)."""
         for column in self.columns:

@@ -8,6 +8,13 @@ JSON column that must be written back with its source text, §5.3 "JSON/JSONB" r
 Logical document: ``json.loads`` of the serialized document equals the logical document in which
 every :class:`ExactNumber` is replaced by its numeric value (``ExactNumber.value``).
 ``ExactNumber`` compares equal to that value, so ``json.loads(data) == logical`` holds directly.
+
+Depth: a JSON column value or nested driver value deeper than
+:data:`~fetcher.engine.errors.MAX_JSON_DEPTH` levels raises
+:class:`~fetcher.engine.errors.JsonDepthError`, whatever the caller's stack depth: the parsers
+measure a text the C scanner could not descend (:func:`_decode_deep`), the encoders count
+levels, and a value within the bound that met a stack too deep for it is handled again on a
+fresh one (:func:`on_fresh_stack`).
 """
 
 from __future__ import annotations
@@ -17,12 +24,15 @@ import json
 import math
 import re
 import struct
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from uuid import UUID
+
+from fetcher.engine.errors import MAX_JSON_DEPTH, JsonDepthError
 
 __all__ = [
     "ExactNumber",
@@ -39,10 +49,17 @@ __all__ = [
     "encode_timedelta",
     "encode_uuid",
     "encode_value",
+    "exceeds_json_depth",
+    "json_text_exceeds_depth",
+    "on_fresh_stack",
     "parse_json_exact",
     "parse_json_column",
     "parse_json_exact_fractions",
+    "too_deep_member",
+    "with_stack_retry",
 ]
+
+_T = TypeVar("_T")
 
 _JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _NON_FINITE: Final[dict[str, str]] = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
@@ -55,6 +72,11 @@ _US_PER_SECOND: Final = 1_000_000
 _US_PER_MINUTE: Final = 60 * _US_PER_SECOND
 _US_PER_HOUR: Final = 60 * _US_PER_MINUTE
 _US_PER_DAY: Final = 24 * _US_PER_HOUR
+#: A JSON string (skipped whole, escapes included) or a bracket: what
+#: :func:`json_text_exceeds_depth` counts nesting from.
+_STRING_OR_BRACKET: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_OPENING: Final = frozenset("[{")
+_CLOSING: Final = frozenset("]}")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -121,7 +143,11 @@ def parse_json_exact(text: str | bytes) -> object:
     """
     # One decoder for every value: json.loads with hooks builds a new one per call, which
     # costs more than parsing a small document (a JSON column of 1 M rows).
-    return _EXACT_DECODER.decode(_json_text(text))
+    json_text = _json_text(text)
+    try:
+        return _EXACT_DECODER.decode(json_text)
+    except RecursionError:
+        return _decode_deep(_EXACT_DECODER, json_text)
 
 
 def _json_text(text: str | bytes) -> str:
@@ -147,7 +173,102 @@ def parse_json_exact_fractions(text: str | bytes) -> object:
     §5.4 bytes. A value without floats can be written by a C encoder (orjson) that formats
     floats its own way: a connector marks such columns (``RowBatch.json_columns``).
     """
-    return _FRACTIONS_DECODER.decode(_json_text(text))
+    json_text = _json_text(text)
+    try:
+        return _FRACTIONS_DECODER.decode(json_text)
+    except RecursionError:
+        return _decode_deep(_FRACTIONS_DECODER, json_text)
+
+
+def json_text_exceeds_depth(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON ``text`` nests deeper than ``limit`` levels (brackets outside strings),
+    found without recursion in one linear pass that stops at the first level past ``limit``.
+    Text that is not JSON is measured the same way."""
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        piece = match.group()
+        if piece in _OPENING:
+            depth += 1
+            if depth > limit:
+                return True
+        elif piece in _CLOSING:
+            depth -= 1
+    return False
+
+
+def _decode_deep(decoder: json.JSONDecoder, text: str) -> object:
+    """``decoder.decode(text)`` once the C scanner ran out of stack on it (it descends one
+    recursion level per nesting level): :class:`JsonDepthError` when the text nests deeper than
+    :data:`MAX_JSON_DEPTH`; otherwise the caller's own stack was too deep, and the text is
+    parsed again on a fresh one."""
+    if json_text_exceeds_depth(text):
+        raise JsonDepthError
+    return on_fresh_stack(decoder.decode, text)
+
+
+def on_fresh_stack(function: Callable[..., _T], *args: Any) -> _T:
+    """``function(*args)`` in a new thread, which starts with Python's whole recursion budget
+    (it is counted per thread), and its result or exception here; the caller waits.
+
+    For a value within :data:`MAX_JSON_DEPTH` that met a ``RecursionError`` only because its
+    caller was already deep (the parsers and encoders need at most about two frames per
+    level): so the outcome depends on the value alone, never on where it was met."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, function(*args)))
+        except BaseException as exc:  # handed to the caller below
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name="fetcher-fresh-stack", daemon=True)
+    thread.start()
+    thread.join()
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    result: _T = value
+    return result
+
+
+def with_stack_retry(function: Callable[..., _T], *args: Any) -> _T:
+    """``function(*args)``; after a ``RecursionError``, again on a fresh stack
+    (:func:`on_fresh_stack`). For the recursive encoders of nested values, which refuse a value
+    deeper than :data:`MAX_JSON_DEPTH` themselves."""
+    try:
+        return function(*args)
+    except RecursionError:
+        return on_fresh_stack(function, *args)
+
+
+def exceeds_json_depth(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``value`` (mappings, lists and tuples of anything) nests deeper than ``limit``
+    levels; found without recursion, so it answers for a value of any depth."""
+    pending: list[tuple[object, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        members: Iterable[object]
+        if isinstance(item, Mapping):
+            members = item.values()
+        elif isinstance(item, list | tuple):
+            members = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((member, depth + 1) for member in members)
+    return False
+
+
+def too_deep_member(rows: Iterable[Mapping[Any, object]]) -> str | None:
+    """The first key, row by row in key order, whose value nests deeper than
+    :data:`MAX_JSON_DEPTH` (:func:`exceeds_json_depth`), as text; ``None`` when none does.
+    It names the column of a :class:`JsonDepthError` once a batch has been refused."""
+    for row in rows:
+        for key, value in row.items():
+            if exceeds_json_depth(value):
+                return key if isinstance(key, str) else str(key)
+    return None
 
 
 _NULL_FOR_NONE: Final[dict[object, str]] = {None: "null"}
@@ -189,6 +310,10 @@ def parse_json_column(
     fractions of the joined parse (a fast encoder's fragment of the source text, say): such
     values are only for a batch that knows how to encode and read them back
     (``fetcher.adapters.fastjson``); the value-by-value fallback still gives ``ExactNumber``.
+
+    A value nested deeper than :data:`MAX_JSON_DEPTH` may raise :class:`JsonDepthError` here
+    (when the scanner cannot descend it) or be returned, to be refused by the encoder that
+    meets it (the engine's writer, ``fetcher.adapters.fastjson``); either way its job fails.
     """
     joined = "[" + ",".join(map(_NULL_FOR_NONE.get, texts, texts)) + "]"  # type: ignore[arg-type]
     decoder = (
@@ -198,7 +323,7 @@ def parse_json_column(
     )
     try:
         values = decoder.decode(joined)
-    except ValueError:
+    except (ValueError, RecursionError):  # a deep value: measured value by value below
         values = None
     if type(values) is list and len(values) == len(texts):
         return values
@@ -369,9 +494,24 @@ def encode_text(s: str) -> str:
     return s
 
 
-def _encode_mapping(m: Mapping[object, object]) -> dict[str, object]:
-    """An embedded document (§5.3): keys as text, values encoded recursively."""
-    return {encode_text(k if isinstance(k, str) else str(k)): encode_value(v) for k, v in m.items()}
+def _encode_container(v: Mapping[object, object] | Sequence[object], depth: int) -> object:
+    """A list, tuple or mapping at nesting level ``depth``: members encoded recursively, keys
+    as text (§5.3 embedded document / array); deeper than :data:`MAX_JSON_DEPTH` refused."""
+    if depth > MAX_JSON_DEPTH:
+        raise JsonDepthError
+    if isinstance(v, Mapping):
+        return {
+            encode_text(k if isinstance(k, str) else str(k)): _encode_member(member, depth)
+            for k, member in v.items()
+        }
+    return [_encode_member(item, depth) for item in v]
+
+
+def _encode_member(v: object, depth: int) -> object:
+    """A member of a container at level ``depth`` (:func:`encode_value`, one level down)."""
+    if isinstance(v, list | tuple | Mapping):
+        return _encode_container(v, depth + 1)
+    return encode_value(v)
 
 
 _SCALAR_ENCODERS: Final[tuple[tuple[type | tuple[type, ...], Callable[[Any], object]], ...]] = (
@@ -402,17 +542,16 @@ def encode_value(v: object) -> object:
 
     ``None``, ``bool``, ``int``, ``float``, ``Decimal``, ``str``, bytes-likes, ``date``,
     ``datetime``, ``time`` (zone kept), ``timedelta`` (as an interval), ``UUID``, lists/tuples
-    and dicts (recursively) and :class:`ExactNumber`; anything else → ``str(v)`` (the "any other
-    type" row). Connectors with engine-specific types (MySQL ``TIME``, float32 columns, JSON
-    columns) call the specific encoder instead.
+    and dicts (recursively, at most :data:`MAX_JSON_DEPTH` levels: :class:`JsonDepthError`) and
+    :class:`ExactNumber`; anything else → ``str(v)`` (the "any other type" row). Connectors with
+    engine-specific types (MySQL ``TIME``, float32 columns, JSON columns) call the specific
+    encoder instead.
     """
     if v is None or isinstance(v, ExactNumber):
         return v
     encoder = _scalar_encoder(v)
     if encoder is not None:
         return encoder(v)
-    if isinstance(v, list | tuple):
-        return [encode_value(item) for item in v]
-    if isinstance(v, Mapping):
-        return _encode_mapping(v)
+    if isinstance(v, list | tuple | Mapping):
+        return _encode_container(v, 1)
     return encode_text(str(v))
