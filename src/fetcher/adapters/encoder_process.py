@@ -24,7 +24,10 @@ Nothing here is ever the only way: until the child is up (it starts in the backg
 connector first streams, :meth:`BatchEncoder.start_soon`), once it has died, or whenever it
 fails on a batch, :meth:`BatchEncoder.submit` answers ``None`` or the future fails, and the
 connector encodes that batch itself; the bytes are the same either way
-(``tests/unit/document/test_encoder_process.py``).
+(``tests/unit/document/test_encoder_process.py``). A batch holding a JSON value nested deeper
+than the engine's ``MAX_JSON_DEPTH`` is declined by the child as well, so the host's own parse
+and writer report it (``JsonDepthError``, the §4.5 query failure), exactly as with the process
+off.
 """
 
 from __future__ import annotations
@@ -216,7 +219,8 @@ async def _finished(
     future: Future[bytes | None] | None,
 ) -> FastRowBatch:
     """``batch`` with the bytes the encoder process wrote; when it declined or failed, its
-    JSON texts parsed here and the batch left to encode here."""
+    JSON texts parsed here (a value nested too deep: ``JsonDepthError`` naming its column) and
+    the batch left to encode here."""
     names, json_columns = layout
     columns, json_texts = batch
     encoded = None
@@ -230,7 +234,7 @@ async def _finished(
         except Exception:  # noqa: S110 - a dead child, or a value it could not take
             pass
     if encoded is None:
-        parsed = parse_json_columns(columns, json_texts)
+        parsed = parse_json_columns(columns, json_texts, names)
         return FastRowBatch(names, parsed, json_columns=json_columns)
     return PreEncodedBatch(
         names, columns, json_columns=json_columns, json_texts=json_texts, encoded=encoded

@@ -25,6 +25,12 @@ engine's reference encoder, ``tests/unit/document/test_fastjson.py``):
   so any other consumer sees the engine's values.
 
 Whenever orjson refuses, the batch declines (``None``) and the engine's own paths write it.
+
+Depth: orjson writes at most 254 nested containers; the rows sit inside 4 of them here (as in
+the document), so it writes exactly the values within the engine's ``MAX_JSON_DEPTH`` (250)
+and declines a deeper one, which the engine's writer then refuses with ``JsonDepthError``
+(``tests/unit/document/test_json_depth.py`` holds orjson to that). Reading such a batch's rows
+(:func:`_logical`) refuses it too, before its recursion could exhaust the stack.
 """
 
 from __future__ import annotations
@@ -36,7 +42,15 @@ from typing import Final, overload
 
 import orjson
 
-from fetcher.engine.kit import ROW_DEPTH, ExactNumber, Row, RowBatch, encode_float
+from fetcher.engine.kit import (
+    MAX_JSON_DEPTH,
+    ROW_DEPTH,
+    ExactNumber,
+    JsonDepthError,
+    Row,
+    RowBatch,
+    encode_float,
+)
 from fetcher.engine.kit import parse_json_column as _parse_json_column
 
 __all__ = [
@@ -69,15 +83,20 @@ def parse_json_column(texts: Sequence[str | None], *, canonical_ints: bool) -> l
     return _parse_json_column(texts, canonical_ints=canonical_ints, parse_float=orjson.Fragment)
 
 
-def _logical(value: object) -> object:
+def _logical(value: object, depth: int = 0) -> object:
     """A JSON column value with each ``orjson.Fragment`` (a fraction's source text) as the
-    :class:`~fetcher.engine.values.ExactNumber` it stands for."""
+    :class:`~fetcher.engine.values.ExactNumber` it stands for. ``depth``: the levels ``value``
+    sits below the column; nesting past ``MAX_JSON_DEPTH`` raises ``JsonDepthError``."""
     if type(value) is orjson.Fragment:
         return ExactNumber(orjson.dumps(value).decode())
     if type(value) is dict:
-        return {key: _logical(member) for key, member in value.items()}
+        if depth >= MAX_JSON_DEPTH:
+            raise JsonDepthError
+        return {key: _logical(member, depth + 1) for key, member in value.items()}
     if type(value) is list:
-        return [_logical(item) for item in value]
+        if depth >= MAX_JSON_DEPTH:
+            raise JsonDepthError
+        return [_logical(item, depth + 1) for item in value]
     return value
 
 
@@ -182,14 +201,20 @@ class FastRowBatch(RowBatch):
 
 
 def parse_json_columns(
-    columns: Sequence[Sequence[object]], json_texts: Mapping[int, bool]
+    columns: Sequence[Sequence[object]],
+    json_texts: Mapping[int, bool],
+    names: Sequence[str] = (),
 ) -> list[Sequence[object]]:
     """``columns`` with each column of ``json_texts`` (index → ``canonical_ints``) parsed from
-    its JSON text by :func:`parse_json_column`."""
+    its JSON text by :func:`parse_json_column`; a value nested too deep raises
+    ``JsonDepthError`` naming its column (when ``names`` are given)."""
     parsed = list(columns)
     for index, canonical_ints in json_texts.items():
         texts: Sequence[str | None] = parsed[index]  # type: ignore[assignment]
-        parsed[index] = parse_json_column(texts, canonical_ints=canonical_ints)
+        try:
+            parsed[index] = parse_json_column(texts, canonical_ints=canonical_ints)
+        except JsonDepthError as exc:
+            raise exc.located(column=names[index] if names else None) from None
     return parsed
 
 
@@ -202,8 +227,13 @@ def encode_batch_columns(
     """The §5.4 bytes at the rows' depth of the :class:`FastRowBatch` these columns make once
     the ``json_texts`` columns are parsed; ``None`` when orjson declines. This is the whole job
     of the encoder process (:mod:`fetcher.adapters.encoder_process`): plain values in, bytes
-    out, so that parsing and encoding run on a second core."""
-    batch = FastRowBatch(names, parse_json_columns(columns, json_texts), json_columns=json_columns)
+    out, so that parsing and encoding run on a second core. A value nested deeper than
+    ``MAX_JSON_DEPTH`` declines the batch too: the host parses it again and reports it."""
+    try:
+        parsed = parse_json_columns(columns, json_texts)
+    except JsonDepthError:
+        return None
+    batch = FastRowBatch(names, parsed, json_columns=json_columns)
     return encode_rows(batch, ROW_DEPTH)
 
 
@@ -231,7 +261,8 @@ class PreEncodedBatch(FastRowBatch):
     @property
     def columns(self) -> tuple[Sequence[object], ...]:
         if self._json_texts:
-            self._columns = tuple(parse_json_columns(self._columns, self._json_texts))
+            parsed = parse_json_columns(self._columns, self._json_texts, self.names)
+            self._columns = tuple(parsed)
             self._json_texts = {}
         return self._columns
 

@@ -22,6 +22,13 @@
   batches of ``batch_size``; named fields give exactly those keys (a missing one → ``null``,
   ``_id`` only when named), ``*`` gives each document's own top-level keys. Values are
   encoded by :func:`encode_bson`.
+* Depth: a real ``mongod`` nests documents at most 100 levels, other wire-compatible servers
+  may go deeper. A field whose value nests deeper than ``MAX_JSON_DEPTH`` (250) levels fails
+  the query with ``failed to query datasource '<ds>': column '<field>' of table '<collection>'
+  holds a JSON value nested deeper than 250 levels``, from the engine's writer or from
+  :func:`_rows` when the conversion itself runs out of stack; a document too deep for
+  pymongo's BSON decoder (about 900 levels) fails with the same text without the field, which
+  the decoder does not tell.
 """
 
 from __future__ import annotations
@@ -64,6 +71,7 @@ from fetcher.engine.kit import (
     BoundFieldFilter,
     Column,
     DiscoveredSchema,
+    JsonDepthError,
     Row,
     RowBatch,
     TableQuery,
@@ -77,7 +85,9 @@ from fetcher.engine.kit import (
     encode_float,
     encode_text,
     encode_uuid,
+    on_fresh_stack,
     render_mongo_filter,
+    too_deep_member,
 )
 
 __all__ = [
@@ -109,15 +119,29 @@ _TLS_MODES_ON: Final = frozenset({"true", "enable", "insecure"})
 _TRUE_TEXT: Final = frozenset({"true"})
 
 
+#: The text of pymongo's ``InvalidBSON`` for a document nested too deep for its C decoder.
+_DECODER_RECURSION: Final = "maximum recursion depth exceeded"
+
+
 @contextmanager
-def map_mongo_errors(phase: Phase, datasource: str) -> Iterator[None]:
+def map_mongo_errors(
+    phase: Phase, datasource: str, table: TableSchema | None = None
+) -> Iterator[None]:
     """Translate pymongo, BSON, socket and timeout failures into the §4.5 ``EngineError``.
 
     pymongo error texts name the server address (``Addr: …``, ``host:port``) but never the
-    password (credentials are keyword arguments); hosts redact ``detail`` further (§8.7).
+    password (credentials are keyword arguments); hosts redact ``detail`` further (§8.7). A
+    document of ``table`` nested too deep (``JsonDepthError``, or pymongo's decoder running out
+    of recursion on one, far past ``MAX_JSON_DEPTH``) fails with the nesting text.
     """
-    with translate_errors(phase, datasource, (pymongo.errors.PyMongoError, bson.errors.BSONError)):
-        yield
+    driver_errors = (pymongo.errors.PyMongoError, bson.errors.BSONError)
+    with translate_errors(phase, datasource, driver_errors, table=table):
+        try:
+            yield
+        except bson.errors.InvalidBSON as exc:
+            if _DECODER_RECURSION in str(exc):
+                raise JsonDepthError from exc
+            raise
 
 
 # --------------------------------------------------------------------------------------------
@@ -595,7 +619,7 @@ class MongoConnector(NetworkConnector):
         db = self._database(Phase.QUERY)
         projection = _projection(query)
         names = tuple(column.name for column in query.columns)
-        with map_mongo_errors(Phase.QUERY, self._name):
+        with map_mongo_errors(Phase.QUERY, self._name, query.table):
             rendered = render_mongo_filter(coerce_filters(query.filters))
             find_filter = flatten_filter(filter_to_bson(rendered))
             cursor = db[query.table.name].find(find_filter, projection, batch_size=self._batch_size)
@@ -607,6 +631,26 @@ class MongoConnector(NetworkConnector):
 
 
 def _rows(documents: list[Document], names: tuple[str, ...] | None) -> Sequence[Row]:
+    """The documents of one batch as rows (:func:`_encoded_rows`).
+
+    :func:`encode_bson` recurses into embedded documents without counting levels (counting
+    would cost every nested value a step): a value within ``MAX_JSON_DEPTH`` passes, one a
+    little deeper is refused by the engine's document writer, and one so deep that the
+    recursion runs out (a few hundred levels) is measured here: ``JsonDepthError`` naming the
+    field, or, when none is deeper than the bound (the caller's stack was), the batch again on a
+    fresh stack."""
+    try:
+        return _encoded_rows(documents, names)
+    except RecursionError:
+        pass
+    fields = documents if names is None else [{n: d.get(n) for n in names} for d in documents]
+    column = too_deep_member(fields)
+    if column is not None:
+        raise JsonDepthError(column=column)
+    return on_fresh_stack(_encoded_rows, documents, names)
+
+
+def _encoded_rows(documents: list[Document], names: tuple[str, ...] | None) -> Sequence[Row]:
     """Named fields → a batch with exactly those keys (missing → null); ``*`` → each
     document's own keys (§3.2), as a batch too when every document has the same keys in the
     same order (a uniform collection), else as ``dict`` rows.

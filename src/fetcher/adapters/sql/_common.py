@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.engine import ConnectionDescriptor, EngineError, ErrorCategory
+from fetcher.engine.kit import JsonDepthError, TableSchema, query_error
 
 __all__ = [
     "CONNECT_TIMEOUT_SECONDS",
@@ -117,9 +118,7 @@ def engine_error(phase: Phase, datasource: str, detail: str | None = None) -> En
             f"failed to discover datasource schema '{datasource}'",
             detail=detail,
         )
-    return EngineError(
-        ErrorCategory.UNAVAILABLE, f"failed to query datasource '{datasource}'", detail=detail
-    )
+    return query_error(datasource, detail)
 
 
 def _detail(exc: BaseException) -> str:
@@ -132,19 +131,32 @@ def _detail(exc: BaseException) -> str:
 
 @contextmanager
 def translate_errors(
-    phase: Phase, datasource: str, driver_errors: tuple[type[Exception], ...]
+    phase: Phase,
+    datasource: str,
+    driver_errors: tuple[type[Exception], ...],
+    *,
+    table: TableSchema | None = None,
 ) -> Iterator[None]:
     """Turn ``driver_errors`` (plus ``OSError`` and timeouts) into the §4.5 ``EngineError``.
 
     An ``EngineError`` raised inside passes through unchanged. The original exception is kept as
     ``__cause__`` for debugging; only its text reaches ``detail``, never a DSN or password (the
     connectors pass credentials as keyword arguments, which drivers do not echo).
+
+    A value nested deeper than ``MAX_JSON_DEPTH`` (the engine's ``JsonDepthError``, raised by a
+    JSON parser or value encoder while a batch is converted) fails the same way, its detail
+    naming the column (when the connector named it) and ``table`` (the one streamed):
+    ``failed to query datasource '<ds>': column 'c' of table 't' holds a JSON value nested
+    deeper than 250 levels``.
     """
     caught: tuple[type[Exception], ...] = (*driver_errors, OSError, TimeoutError)
     try:
         yield
     except EngineError:
         raise
+    except JsonDepthError as exc:
+        located = exc.located(table=None if table is None else table.label)
+        raise engine_error(phase, datasource, located.detail) from None
     except caught as exc:
         raise engine_error(phase, datasource, _detail(exc)) from exc
 

@@ -29,6 +29,12 @@
   §5.4 bytes through orjson (speed, issue 12); JSON columns are marked (``json_columns``) and
   hold no ``float`` (fractions are orjson fragments or ``ExactNumber``), so their nested values
   take that path too.
+* Depth: MySQL's JSON nests at most 100 levels and MariaDB's ``json_valid`` 32, but a MariaDB
+  ``longtext`` checked by ``json_valid`` may hold deeper text written while checks were off
+  (``check_constraint_checks=0``); a value nested deeper than ``MAX_JSON_DEPTH`` (250) fails
+  the query with ``failed to query datasource '<ds>': column '<c>' of table '<db.table>' holds
+  a JSON value nested deeper than 250 levels`` (never kept as text: it is not "text that is
+  not JSON").
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ from fetcher.engine.kit import (
     Column,
     DiscoveredSchema,
     EngineType,
+    JsonDepthError,
     Row,
     TableQuery,
     TableSchema,
@@ -102,9 +109,12 @@ _DRIVER_ERRORS: tuple[type[Exception], ...] = (mysql_errors.MySQLError, UnicodeE
 
 
 @contextmanager
-def map_mysql_errors(phase: Phase, datasource: str) -> Iterator[None]:
-    """Translate asyncmy, socket, decoding and timeout failures into the §4.5 ``EngineError``."""
-    with translate_errors(phase, datasource, _DRIVER_ERRORS):
+def map_mysql_errors(
+    phase: Phase, datasource: str, table: TableSchema | None = None
+) -> Iterator[None]:
+    """Translate asyncmy, socket, decoding and timeout failures, and a JSON value nested too
+    deep in ``table``, into the §4.5 ``EngineError``."""
+    with translate_errors(phase, datasource, _DRIVER_ERRORS, table=table):
         yield
 
 
@@ -318,12 +328,17 @@ def _column_converter(column: Column) -> Callable[[Sequence[Any]], Sequence[obje
 
 def _columns(
     rows: Sequence[Sequence[Any]],
-    width: int,
+    names: Sequence[str],
     converters: Sequence[tuple[int, Callable[[Sequence[Any]], Sequence[object]]]],
 ) -> list[Sequence[object]]:
-    columns: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else [()] * width
+    """One fetched batch as converted columns; a JSON value nested too deep raises
+    ``JsonDepthError`` naming its column."""
+    columns: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else [()] * len(names)
     for index, convert in converters:
-        columns[index] = convert(columns[index])
+        try:
+            columns[index] = convert(columns[index])
+        except JsonDepthError as exc:
+            raise exc.located(column=names[index]) from None
     return columns
 
 
@@ -611,10 +626,10 @@ class MysqlConnector(NetworkConnector):
         finished = False
         cursor = conn.cursor(SSCursor)
         try:
-            with map_mysql_errors(Phase.QUERY, self._name):
+            with map_mysql_errors(Phase.QUERY, self._name, query.table):
                 await cursor.execute(sql, params)
                 while batch := await self._fetch(conn, cursor):
-                    columns = _columns(batch, len(names), converters)
+                    columns = _columns(batch, names, converters)
                     yield FastRowBatch(names, columns, json_columns=json_columns)
                 await cursor.close()
                 finished = True

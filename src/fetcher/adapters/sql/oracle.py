@@ -15,7 +15,10 @@
 * Values (§5.3): numbers are fetched as ``Decimal`` (``fetch_decimals``), so ``NUMBER`` with
   scale 0 → integer and every other ``NUMBER``/``FLOAT`` → exact text with the column scale
   kept; LOBs are fetched inline (``fetch_lobs=False``); ``TIMESTAMP WITH TIME ZONE`` is selected
-  through ``SYS_EXTRACT_UTC`` (thin mode drops the zone and refuses region names).
+  through ``SYS_EXTRACT_UTC`` (thin mode drops the zone and refuses region names). A native
+  ``JSON`` value nested deeper than ``MAX_JSON_DEPTH`` (250; Oracle allows 1,000) fails the query
+  with ``failed to query datasource '<ds>': column '<c>' of table '<OWNER.TABLE>' holds a JSON
+  value nested deeper than 250 levels``.
 """
 
 from __future__ import annotations
@@ -46,10 +49,12 @@ from fetcher.adapters.sql._common import (
 )
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.kit import (
+    MAX_JSON_DEPTH,
     Column,
     DiscoveredSchema,
     EngineType,
     ExactNumber,
+    JsonDepthError,
     Row,
     RowBatch,
     TableQuery,
@@ -68,6 +73,7 @@ from fetcher.engine.kit import (
     encode_value,
     quote_identifier,
     render_select,
+    with_stack_retry,
 )
 
 __all__ = [
@@ -117,10 +123,13 @@ def oracle_detail(exc: BaseException) -> str:
 
 
 @contextmanager
-def map_oracle_errors(phase: Phase, datasource: str) -> Iterator[None]:
-    """Translate oracledb (``DPY-``/``ORA-``), socket, TLS and timeout failures into the §4.5
-    ``EngineError`` of ``phase``; an ``EngineError`` raised inside passes unchanged."""
-    with translate_errors(phase, datasource, ()):
+def map_oracle_errors(
+    phase: Phase, datasource: str, table: TableSchema | None = None
+) -> Iterator[None]:
+    """Translate oracledb (``DPY-``/``ORA-``), socket, TLS and timeout failures, and a JSON
+    value nested too deep in ``table``, into the §4.5 ``EngineError`` of ``phase``; an
+    ``EngineError`` raised inside passes unchanged."""
+    with translate_errors(phase, datasource, (), table=table):
         try:
             yield
         except oracledb.Error as exc:
@@ -327,13 +336,17 @@ def encode_integer(value: object) -> object:
     return int(value) if isinstance(value, Decimal | float) else value
 
 
-def encode_json(value: object) -> object:
+def encode_json(value: object, depth: int = 0) -> object:
     """A native ``JSON`` (OSON) value: nested objects and arrays, numbers keeping their exact
-    decimal text (§5.3 JSON row); scalars of other types by the generic encoder."""
+    decimal text (§5.3 JSON row); scalars of other types by the generic encoder. ``depth``: the
+    levels ``value`` sits below the column; Oracle nests JSON up to 1,000 levels, and a value
+    nested deeper than ``MAX_JSON_DEPTH`` raises ``JsonDepthError``."""
+    if isinstance(value, dict | list | tuple) and depth >= MAX_JSON_DEPTH:
+        raise JsonDepthError
     if isinstance(value, dict):
-        return {encode_text(str(k)): encode_json(v) for k, v in value.items()}
+        return {encode_text(str(k)): encode_json(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [encode_json(v) for v in value]
+        return [encode_json(v, depth + 1) for v in value]
     if isinstance(value, Decimal):
         return ExactNumber(encode_decimal(value)) if value.is_finite() else encode_decimal(value)
     if isinstance(value, bool | int) or value is None:
@@ -421,11 +434,20 @@ def _converters(
 
 
 def batch_columns(
-    rows: Sequence[Sequence[Any]], converters: Sequence[ColumnConverter]
+    rows: Sequence[Sequence[Any]],
+    converters: Sequence[ColumnConverter],
+    names: Sequence[str] = (),
 ) -> list[Sequence[object]]:
-    """One fetched batch as converted columns."""
+    """One fetched batch as converted columns; a JSON value nested too deep raises
+    ``JsonDepthError`` naming its column (of ``names``, when given)."""
     columns = list(zip(*rows, strict=True))
-    return [convert(values) for convert, values in zip(converters, columns, strict=True)]
+    converted: list[Sequence[object]] = []
+    for index, (convert, values) in enumerate(zip(converters, columns, strict=True)):
+        try:
+            converted.append(convert(values))
+        except JsonDepthError as exc:
+            raise exc.located(column=names[index] if names else None) from None
+    return converted
 
 
 # --------------------------------------------------------------------------------------------
@@ -533,7 +555,7 @@ class OracleConnector(NetworkConnector):
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)
         names = tuple(column.name for column in query.columns)
-        with map_oracle_errors(Phase.QUERY, self._name):
+        with map_oracle_errors(Phase.QUERY, self._name, query.table):
             cursor = conn.cursor()
             try:
                 await self._begin_read_only(conn, cursor)
@@ -545,7 +567,8 @@ class OracleConnector(NetworkConnector):
                 except ValueError as exc:
                     raise engine_error(Phase.QUERY, self._name, str(exc)) from exc
                 while rows := await cursor.fetchmany(self._batch_size):
-                    yield RowBatch(names, batch_columns(rows, converters))
+                    columns = with_stack_retry(batch_columns, rows, converters, names)
+                    yield RowBatch(names, columns)
             finally:
                 _close_cursor(cursor)
 

@@ -13,6 +13,11 @@
   are finished per column (``_DateTimeText``), once per batch. Batches are
   :class:`~fetcher.adapters.fastjson.FastRowBatch` columns, which write their own §5.4 bytes
   through orjson (or leave them to the engine's writer).
+* Depth: a ``json``/``jsonb`` value nested deeper than ``MAX_JSON_DEPTH`` (250) levels, which
+  PostgreSQL accepts, fails the query with ``failed to query datasource '<ds>': column '<c>' of
+  table '<schema.table>' holds a JSON value nested deeper than 250 levels``: raised here when
+  the parser meets it (``map_postgres_errors``), or by the engine's writer when the parser could
+  hold it, with the encoder process on or off.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from fetcher.engine.kit import (
     Column,
     DiscoveredSchema,
     EngineType,
+    JsonDepthError,
     Row,
     TableQuery,
     TableSchema,
@@ -85,9 +91,12 @@ AsyncCursor = psycopg.AsyncServerCursor[tuple[Any, ...]]
 
 
 @contextmanager
-def map_postgres_errors(phase: Phase, datasource: str) -> Iterator[None]:
-    """Translate psycopg, socket and timeout failures into the §4.5 ``EngineError``."""
-    with translate_errors(phase, datasource, (psycopg.Error,)):
+def map_postgres_errors(
+    phase: Phase, datasource: str, table: TableSchema | None = None
+) -> Iterator[None]:
+    """Translate psycopg, socket and timeout failures, and a JSON value nested too deep in
+    ``table``, into the §4.5 ``EngineError``."""
+    with translate_errors(phase, datasource, (psycopg.Error,), table=table):
         yield
 
 
@@ -496,12 +505,18 @@ def _column_converter(
 
 
 def _columns(
-    rows: list[tuple[Any, ...]], converters: Sequence[tuple[int, ColumnConverter]]
+    rows: list[tuple[Any, ...]],
+    converters: Sequence[tuple[int, ColumnConverter]],
+    names: Sequence[str],
 ) -> list[Sequence[object]]:
-    """One fetched batch as columns, with the column converters applied."""
+    """One fetched batch as columns, with the column converters applied; a JSON value nested
+    too deep raises ``JsonDepthError`` naming its column (of ``names``)."""
     columns: list[Sequence[object]] = list(zip(*rows, strict=True))
     for index, convert in converters:
-        columns[index] = convert(columns[index])
+        try:
+            columns[index] = convert(columns[index])
+        except JsonDepthError as exc:
+            raise exc.located(column=names[index]) from None
     return columns
 
 
@@ -679,7 +694,7 @@ class PostgresConnector(NetworkConnector):
         sql, params = select_sql(query)
         names = tuple(column.name for column in query.columns)
         json_columns = _json_columns(query.columns)
-        with map_postgres_errors(Phase.QUERY, self._name):
+        with map_postgres_errors(Phase.QUERY, self._name, query.table):
             async with conn.transaction():
                 cursor_name = f"fetcher_{secrets.token_hex(8)}"
                 async with conn.cursor(name=cursor_name) as cursor:
@@ -687,7 +702,7 @@ class PostgresConnector(NetworkConnector):
                     converters = self._converters(query.columns, cursor.description, conn)
                     if self._encoder is not None:
                         self._encoder.start_soon()  # batches are encoded here until it is up
-                        source = self._text_batches(cursor, conn, converters)
+                        source = self._text_batches(cursor, conn, converters, names)
                         layout = (names, json_columns)
                         async with aclosing(
                             encoded_batches(self._encoder, source, layout)
@@ -696,7 +711,7 @@ class PostgresConnector(NetworkConnector):
                                 yield batch
                         return
                     while rows := await self._fetch(cursor, conn):
-                        columns = _columns(rows, converters)
+                        columns = _columns(rows, converters, names)
                         yield FastRowBatch(names, columns, json_columns=json_columns)
 
     async def _text_batches(
@@ -704,6 +719,7 @@ class PostgresConnector(NetworkConnector):
         cursor: AsyncCursor,
         conn: AsyncConn,
         converters: Sequence[tuple[int, ColumnConverter]],
+        names: Sequence[str],
     ) -> AsyncGenerator[TextBatch, None]:
         """Each fetched batch for the encoder process: the ``json``/``jsonb`` columns (not
         arrays) left as text for it to parse, every other column converted here."""
@@ -714,7 +730,7 @@ class PostgresConnector(NetworkConnector):
         }
         local = [(index, convert) for index, convert in converters if index not in texts]
         while rows := await self._fetch(cursor, conn):
-            yield _columns(rows, local), texts
+            yield _columns(rows, local, names), texts
 
     async def _fetch(self, cursor: AsyncCursor, conn: AsyncConn) -> list[tuple[Any, ...]]:
         """The next batch; one with text that is not UTF-8 is loaded again, tolerantly."""
