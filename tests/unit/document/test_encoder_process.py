@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from fetcher.adapters.encoder_process import BatchEncoder, TextBatch, _finished
 from fetcher.adapters.fastjson import FastRowBatch, PreEncodedBatch, parse_json_columns
+from fetcher.engine.errors import MAX_JSON_DEPTH, JsonDepthError
 from fetcher.engine.values import ExactNumber
 from tests.processes import command_line, descendants
 from tests.unit.document.test_batches import _reference, _written
@@ -119,6 +120,33 @@ def test_a_batch_the_child_declines_is_encoded_in_process(encoder: BatchEncoder)
     assert future.result(timeout=30) is None  # orjson refuses a lone surrogate
     batch = _finish(columns, future)
     assert not isinstance(batch, PreEncodedBatch)
+    assert _written([batch]) == _reference([_expected(columns, _JSONB)])
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 3000])
+def test_a_value_nested_too_deep_is_declined_by_the_child_and_reported_here(
+    encoder: BatchEncoder, depth: int
+) -> None:
+    """Issue 12 (hardening): the child declines the batch (it neither fails nor dies), and the
+    host's own parse or writer refuses the value with ``JsonDepthError`` naming its column, as
+    with the encoder process off."""
+    columns = _columns(["[" * depth + "1" + "]" * depth, "[1]"], ["x", "y"])
+    future = encoder.submit(_NAMES, columns, (0,), _JSONB)
+    assert future is not None
+    assert future.result(timeout=30) is None
+    with pytest.raises(JsonDepthError) as caught:
+        _written([_finish(columns, future)])
+    assert caught.value.column == "doc"
+    again = encoder.submit(_NAMES, columns, (0,), _JSONB)  # the same child takes the next one
+    assert again is not None
+    assert again.result(timeout=30) is None
+
+
+def test_a_value_at_the_bound_is_encoded_by_the_child(encoder: BatchEncoder) -> None:
+    depth = MAX_JSON_DEPTH
+    columns = _columns(['{"a": ' * depth + "1.50" + "}" * depth], ["x"])
+    batch = _finish(columns, encoder.submit(_NAMES, columns, (0,), _JSONB))
+    assert isinstance(batch, PreEncodedBatch)
     assert _written([batch]) == _reference([_expected(columns, _JSONB)])
 
 
