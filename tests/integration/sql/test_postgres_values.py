@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import json
+from collections.abc import AsyncGenerator, Iterator
 
 import psycopg
 import pytest
@@ -13,11 +14,15 @@ from psycopg.pq import Format
 
 from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.adapters.sql.postgres import PostgresConnector
-from fetcher.engine.errors import EngineError, ErrorCategory
-from fetcher.engine.model import ConnectionDescriptor
+from fetcher.adapters.sql.registry import SqlConnectorRegistry
+from fetcher.engine import Engine
+from fetcher.engine.document import dumps_document
+from fetcher.engine.errors import MAX_JSON_DEPTH, EngineError, ErrorCategory
+from fetcher.engine.model import ConnectionDescriptor, ExtractionRequest
 from fetcher.engine.ports import Row, TableQuery
+from fetcher.engine.testing import MemorySink
 from fetcher.engine.types import TableSchema
-from fetcher.engine.values import ExactNumber
+from fetcher.engine.values import ExactNumber, parse_json_exact_fractions
 from tests.integration.sql.written import document_bytes
 
 pytestmark = pytest.mark.integration
@@ -275,3 +280,101 @@ async def test_batches_encoded_in_the_encoder_process_are_the_same_bytes(
             await stream.aclose()  # a job stopped after one batch (one more was in the child)
             again = [row async for batch in pg.stream(query) for row in batch]
     assert [row["id"] for row in again] == list(range(1, 26))
+
+
+# --- JSON nested deeper than MAX_JSON_DEPTH (issue 12, hardening) -----------------------------
+
+_PAST, _HALF = MAX_JSON_DEPTH + 1, MAX_JSON_DEPTH // 2  # jsonb: 251 levels; 250 levels
+_DEEP_SQL = f"""
+DROP TABLE IF EXISTS public.deep_jsonb, public.deep_json, public.past_bound, public.at_bound;
+CREATE TABLE public.deep_jsonb (id integer, doc jsonb);
+INSERT INTO public.deep_jsonb VALUES
+    (1, '{{"a": 1}}'), (2, (repeat('[', 3000) || repeat(']', 3000))::jsonb), (3, NULL);
+CREATE TABLE public.deep_json (id integer, js json);
+INSERT INTO public.deep_json
+VALUES (1, (repeat('{{"k": ', 3000) || '1' || repeat('}}', 3000))::json);
+CREATE TABLE public.past_bound (id integer, doc jsonb);
+INSERT INTO public.past_bound
+VALUES (1, (repeat('[', {_PAST}) || '1.50' || repeat(']', {_PAST}))::jsonb);
+CREATE TABLE public.at_bound (id integer, doc jsonb, js json);
+INSERT INTO public.at_bound
+SELECT n,
+       (repeat('{{"a": [', {_HALF}) || n || '.50' || repeat(']}}', {_HALF}))::jsonb,
+       (repeat('[', {MAX_JSON_DEPTH}) || '1.0e2' || repeat(']', {MAX_JSON_DEPTH}))::json
+FROM generate_series(1, 25) AS n;
+"""
+
+
+@pytest.fixture(scope="module")
+def deep_tables(pg_descriptor: ConnectionDescriptor, postgres_dsn: str) -> ConnectionDescriptor:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(_DEEP_SQL)
+    return pg_descriptor
+
+
+@pytest.fixture(scope="module")
+def batch_encoder() -> Iterator[BatchEncoder]:
+    with BatchEncoder() as encoder:
+        encoder.start()  # up before the first batch, so every batch goes to the child
+        yield encoder
+
+
+async def _run_job(
+    descriptor: ConnectionDescriptor, table: str, encoder: BatchEncoder | None
+) -> bytes:
+    """One job of ``table``'s every column through the engine and the real connector
+    registry (with or without the encoder process); the document's bytes."""
+    async with PostgresConnector(descriptor) as pg:
+        columns = tuple(c.name for c in (await table_named(pg, table)).columns)
+    request = ExtractionRequest(job_id="deep", mapped_fields={"pg": {table: columns}})
+    sink = MemorySink()
+    engine = Engine(SqlConnectorRegistry(batch_size=10, encoder=encoder))
+    await engine.run(request, {"pg": descriptor}, sink)
+    return sink.data
+
+
+@pytest.mark.parametrize("encoder_on", [False, True], ids=["in-process", "encoder-process"])
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [("deep_jsonb", "doc"), ("deep_json", "js"), ("past_bound", "doc")],
+    ids=["jsonb-3000", "json-3000", "jsonb-251"],
+)
+async def test_json_nested_too_deep_fails_with_the_query_text(
+    deep_tables: ConnectionDescriptor,
+    batch_encoder: BatchEncoder,
+    encoder_on: bool,
+    table: str,
+    column: str,
+) -> None:
+    """3,000 levels (the scanner cannot descend them: the connector reports it) and 251 (the
+    writer refuses it: the runner reports it) give the same §4.5 text, never ``internal
+    error``, with the encoder process on or off."""
+    with pytest.raises(EngineError) as caught:
+        await _run_job(deep_tables, table, batch_encoder if encoder_on else None)
+    assert caught.value.category is ErrorCategory.UNAVAILABLE
+    assert caught.value.text() == (
+        f"failed to query datasource 'pg': column '{column}' of table 'public.{table}' "
+        f"holds a JSON value nested deeper than {MAX_JSON_DEPTH} levels"
+    )
+    async with PostgresConnector(deep_tables) as pg:
+        await pg.probe()  # the server and the connection are fine afterwards
+
+
+async def test_json_nested_at_the_bound_is_extracted_byte_for_byte(
+    deep_tables: ConnectionDescriptor, batch_encoder: BatchEncoder, postgres_dsn: str
+) -> None:
+    with psycopg.connect(postgres_dsn) as conn:
+        texts = conn.execute("SELECT id, doc::text, js::text FROM public.at_bound").fetchall()
+    rows: list[Row] = [
+        {"doc": parse_json_exact_fractions(doc), "id": id_, "js": parse_json_exact_fractions(js)}
+        for id_, doc, js in texts
+    ]
+    reference = dumps_document({"pg": {"at_bound": rows}})
+    in_process = await _run_job(deep_tables, "at_bound", None)
+    in_child = await _run_job(deep_tables, "at_bound", batch_encoder)
+    assert in_process == in_child == reference
+    _, kinds = await _stream_bytes(deep_tables, "at_bound", batch_encoder)
+    assert kinds == ["PreEncodedBatch"] * 3  # the child wrote them (25 rows, 10 a batch)
+    document = json.loads(in_process)
+    assert document["pg"]["at_bound"][0]["js"] == json.loads(texts[0][2])
+    assert b"1.0e2" in in_process  # the json column keeps its number text
