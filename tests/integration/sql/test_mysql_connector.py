@@ -5,6 +5,7 @@ the shared contract suite (tests/contract) does not cover."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -13,11 +14,15 @@ import pytest
 from asyncmy.constants import CLIENT
 
 from fetcher.adapters.sql.mysql import MysqlConnector
-from fetcher.engine import ConnectionDescriptor, EngineError, ErrorCategory
+from fetcher.adapters.sql.registry import SqlConnectorRegistry
+from fetcher.engine import ConnectionDescriptor, Engine, EngineError, ErrorCategory
 from fetcher.engine.document import RowBatch, dumps_document
-from fetcher.engine.model import TlsSettings
-from fetcher.engine.ports import TableQuery
+from fetcher.engine.errors import MAX_JSON_DEPTH
+from fetcher.engine.model import ExtractionRequest, TlsSettings
+from fetcher.engine.ports import Row, TableQuery
+from fetcher.engine.testing import MemorySink
 from fetcher.engine.types import EngineType, TableSchema, TypeFamily
+from fetcher.engine.values import parse_json_exact_fractions
 from tests.contract.engines.mariadb import admin_connect, fresh_database
 from tests.services import MARIADB
 
@@ -277,3 +282,83 @@ async def _sessions_of(user: str) -> int:
     finally:
         conn.close()
     return count
+
+
+# --- JSON nested deeper than MAX_JSON_DEPTH (issue 12, hardening) -----------------------------
+
+
+def _nested(depth: int, leaf: str) -> str:
+    """SQL for a JSON text nesting ``depth`` levels (objects and arrays alternating)."""
+    opening = "".join('{"a": ' if level % 2 else "[" for level in range(depth))
+    closing = "".join("}" if level % 2 else "]" for level in reversed(range(depth)))
+    return f"'{opening}{leaf}{closing}'"
+
+
+#: MariaDB's ``json_valid`` accepts 31 levels at most, so deeper text reaches a ``json`` column
+#: only while check constraints are off (an import, or a check added later).
+DEEP_SQL = (
+    "SET SESSION check_constraint_checks = 0",
+    "CREATE TABLE deep_docs (id INT PRIMARY KEY, doc JSON)",
+    f"INSERT INTO deep_docs VALUES (1, '[1]'), (2, {_nested(3000, '1')}), (3, NULL)",
+    "CREATE TABLE past_bound (id INT PRIMARY KEY, doc JSON)",
+    f"INSERT INTO past_bound VALUES (1, {_nested(MAX_JSON_DEPTH + 1, '1.50')})",
+    "CREATE TABLE at_bound (id INT PRIMARY KEY, doc JSON)",
+    f"INSERT INTO at_bound VALUES (1, {_nested(MAX_JSON_DEPTH, '-0')}),"
+    f" (2, {_nested(MAX_JSON_DEPTH - 1, '[1.50, 2e3]')})",
+)
+
+
+@pytest.fixture
+async def deep() -> AsyncIterator[ConnectionDescriptor]:
+    async with fresh_database(DEEP_SQL) as (database, reader, password):
+        yield ConnectionDescriptor(
+            config_name="maria",
+            type=EngineType.MYSQL,
+            host=str(MARIADB["host"]),
+            port=int(str(MARIADB["port"])),
+            database=database,
+            username=reader,
+            password=password,
+        )
+
+
+async def _job_bytes(descriptor: ConnectionDescriptor, table: str) -> bytes:
+    request = ExtractionRequest(job_id="deep", mapped_fields={"maria": {table: ("id", "doc")}})
+    sink = MemorySink()
+    await Engine(SqlConnectorRegistry(batch_size=2)).run(request, {"maria": descriptor}, sink)
+    return sink.data
+
+
+@pytest.mark.parametrize("table", ["deep_docs", "past_bound"])
+async def test_json_nested_too_deep_fails_with_the_query_text(
+    deep: ConnectionDescriptor, table: str
+) -> None:
+    """3,000 levels (refused by the connector's parser) and 251 (by the writer): the §4.5 query
+    text naming the column and the table, never ``internal error``, and never kept as text."""
+    with pytest.raises(EngineError) as caught:
+        await _job_bytes(deep, table)
+    assert caught.value.category is ErrorCategory.UNAVAILABLE
+    assert caught.value.text() == (
+        f"failed to query datasource 'maria': column 'doc' of table '{deep.database}.{table}' "
+        f"holds a JSON value nested deeper than {MAX_JSON_DEPTH} levels"
+    )
+
+
+async def test_json_nested_at_the_bound_is_extracted_byte_for_byte(
+    deep: ConnectionDescriptor,
+) -> None:
+    data = await _job_bytes(deep, "at_bound")
+    conn = await admin_connect(deep.database)
+    try:
+        async with conn.cursor() as cursor:
+            await cursor.execute("SELECT id, doc FROM at_bound ORDER BY id")
+            stored = await cursor.fetchall()
+    finally:
+        conn.close()
+    rows: list[Row] = [{"doc": parse_json_exact_fractions(doc), "id": id_} for id_, doc in stored]
+    assert data == dumps_document({"maria": {"at_bound": rows}})
+    assert [row["doc"] for row in json.loads(data)["maria"]["at_bound"]] == [
+        json.loads(doc) for _, doc in stored
+    ]
+    assert b"-0" in data
+    assert b"2e3" in data  # numbers keep their source text
