@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -16,13 +17,16 @@ import pytest
 from bson.binary import Binary
 from bson.int64 import Int64
 from bson.objectid import ObjectId
+from bson.raw_bson import RawBSONDocument
 from pymongo import monitoring
 
 from fetcher.adapters.mongodb import MongoConnector
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import Engine, EngineError, ErrorCategory, ExtractionRequest
+from fetcher.engine.document import dumps_document
+from fetcher.engine.errors import MAX_JSON_DEPTH
 from fetcher.engine.filters.parse import parse_filters
-from fetcher.engine.ports import TableQuery
+from fetcher.engine.ports import Row, TableQuery
 from fetcher.engine.testing import MemorySink
 from fetcher.engine.types import TableSchema, TypeFamily
 from tests.contract.engines._common import closed_port
@@ -275,6 +279,59 @@ async def test_values_encode_per_5_3(target: Target) -> None:
         "n": None,
     }
     assert isinstance(row["whole"], float)
+
+
+# --- documents nested deeper than MAX_JSON_DEPTH (issue 12, hardening) -----------------------
+
+
+def _nested_bson(identifier: int, depth: int) -> RawBSONDocument:
+    """``{"_id": identifier, "doc": {"a": {"a": … 1}}}`` with ``depth`` documents under
+    ``doc``, encoded without recursion (pymongo's own encoder recurses) and inserted as is."""
+    element = b"\x10a\x00" + struct.pack("<i", 1)
+    for _ in range(depth):
+        element = b"\x03a\x00" + struct.pack("<i", len(element) + 5) + element + b"\x00"
+    body = b"\x10_id\x00" + struct.pack("<i", identifier) + b"\x03doc" + element[2:]
+    return RawBSONDocument(struct.pack("<i", len(body) + 5) + body + b"\x00")
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 400])
+async def test_documents_nested_too_deep_fail_with_the_query_text(
+    target: Target, depth: int
+) -> None:
+    """A field nested past the bound (251: refused by the writer; 400: the converter's
+    recursion runs out and the batch is measured) fails the job with the §4.5 query text
+    naming the field and the collection, never ``internal error``. A real ``mongod`` refuses to
+    store such documents (100 levels), so only a wire server that stores them is tried."""
+    if target.real:
+        pytest.skip("a real mongod stores at most 100 levels of nesting")
+    await target.db["deep"].insert_many([{"_id": 0, "doc": {"x": 1}}, _nested_bson(1, depth)])
+    ds = target.descriptor.config_name
+    with pytest.raises(EngineError) as caught:
+        await _extract(target, {"deep": ["_id", "doc"]})
+    assert caught.value.category is ErrorCategory.UNAVAILABLE
+    assert caught.value.text() == (
+        f"failed to query datasource '{ds}': column 'doc' of table 'deep' holds a JSON value "
+        f"nested deeper than {MAX_JSON_DEPTH} levels"
+    )
+
+
+async def test_documents_nested_at_the_bound_are_extracted_byte_for_byte(target: Target) -> None:
+    if target.real:
+        pytest.skip("a real mongod stores at most 100 levels of nesting")
+    await target.db["deep"].insert_many([_nested_bson(1, MAX_JSON_DEPTH)])
+    ds = target.descriptor.config_name
+    request = ExtractionRequest(job_id="deep", mapped_fields={ds: {"deep": ("_id", "doc")}})
+    sink = MemorySink()
+    await Engine(SqlConnectorRegistry()).run(request, {ds: target.descriptor}, sink)
+    rows: list[Row] = [{"_id": 1, "doc": _nested(MAX_JSON_DEPTH)}]
+    assert sink.data == dumps_document({ds: {"deep": rows}})
 
 
 # --- streaming, errors, cancellation -------------------------------------------------------
