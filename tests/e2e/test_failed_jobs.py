@@ -123,3 +123,34 @@ async def test_unreachable_object_storage_fails_without_an_object(stack: Stack) 
     await run_to_failure(stack, job_id, OBJECT_STORAGE_ENDPOINT=closed)
     text = await assert_failed_once(stack, job_id, re.compile(r"failed to store result: .+"))
     assert "127.0.0.1" not in text
+
+
+async def test_json_nested_too_deep_fails_the_job_in_the_worker(
+    stack: Stack, databases: DatabaseFactory
+) -> None:
+    """A ``jsonb`` value nested 3,000 levels (PostgreSQL accepts it) fails the job with the
+    §4.5 query text naming the column and the table, not ``internal error``; the Worker keeps
+    running and completes the next job (issue 12, hardening; ``tests/e2e/test_deep_json.py``
+    covers embedded mode, MariaDB and MongoDB)."""
+    deep = databases.create(
+        "fetcher_e2e_deep",
+        "CREATE TABLE public.profiles (id integer, profile jsonb);"
+        " INSERT INTO public.profiles VALUES (1, '{}'),"
+        " (2, (repeat('[', 3000) || repeat(']', 3000))::jsonb);",
+    )
+    config = unique("pg_deep").replace("-", "_")
+    await stack.api.create_connection(
+        config, deep.name, password=SOURCE_PASSWORD, host=deep.host, port=deep.port
+    )
+    job_id = await stack.api.submit({config: {"public.profiles": ["id", "profile"]}})
+    after = await stack.api.submit({SOURCE_CONFIG: {"public.accounts": ["id"]}})
+    async with stack.launcher.running_worker() as worker:
+        await stack.broker.collector.wait_for(job_id, "job.failed")
+        await stack.broker.collector.wait_for(after, "job.completed")
+    await assert_failed_once(
+        stack,
+        job_id,
+        f"failed to query datasource '{config}': column 'profile' of table 'public.profiles' "
+        "holds a JSON value nested deeper than 250 levels",
+    )
+    assert "Traceback" not in worker.logs()
