@@ -29,14 +29,15 @@ MAX_ERROR_TEXT = 2000
 #: (:class:`JsonDepthError`), never ``internal error``.
 #:
 #: Why 250: orjson, which writes the rows of most batches (``fetcher.adapters.fastjson``),
-#: writes at most 254 nested containers, and a row sits inside 4 of them there (the document,
-#: its datasource and table levels are the rows' array and two wrappers, then the row object),
-#: so 250 is exactly the deepest value it writes; the engine's own encoder refuses deeper ones
-#: the same way, and every parser and encoder on the way holds 250 levels within Python's
-#: recursion limit (1,000) with room for its caller's stack. Sources cap lower (MongoDB and
-#: MySQL 100, MariaDB 32); PostgreSQL ``json``/``jsonb`` has no fixed bound. A document of such
-#: values nests at most 254 levels, which any JSON reader of the result (``json.loads``
-#: included, §5.4) reads.
+#: writes at most 254 nested containers, and a value in a row sits inside 4 of them, as in the
+#: document (its object, the datasource's object, the table's array, the row), so 250 is
+#: exactly the deepest value it writes, and the engine's own encoder refuses deeper ones the
+#: same way. Every parser and encoder on the way needs at most about three Python frames a
+#: level, which leaves room for its caller's stack under the recursion limit (1,000); one
+#: called from a stack too deep even for that runs again on a fresh one. Sources cap lower
+#: (MongoDB and MySQL 100, MariaDB's ``json_valid`` 31); PostgreSQL ``json``/``jsonb`` has no
+#: fixed bound. A document of such values nests at most 254 levels, which ``json.loads``
+#: (§5.4) and other JSON readers of the result read.
 MAX_JSON_DEPTH: Final = 250
 
 
