@@ -29,7 +29,7 @@
   §5.4 bytes through orjson (speed, issue 12); JSON columns are marked (``json_columns``) and
   hold no ``float`` (fractions are orjson fragments or ``ExactNumber``), so their nested values
   take that path too.
-* Depth: MySQL's JSON nests at most 100 levels and MariaDB's ``json_valid`` 32, but a MariaDB
+* Depth: MySQL's JSON nests at most 100 levels and MariaDB's ``json_valid`` 31, but a MariaDB
   ``longtext`` checked by ``json_valid`` may hold deeper text written while checks were off
   (``check_constraint_checks=0``); a value nested deeper than ``MAX_JSON_DEPTH`` (250) fails
   the query with ``failed to query datasource '<ds>': column '<c>' of table '<db.table>' holds
