@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from fetcher.adapters.batch_sizing import FIRST_BATCH_ROWS
 from fetcher.engine.ports import TableQuery
 from fetcher.engine.types import TableSchema
 from tests.contract.conftest import Harness
@@ -31,25 +32,36 @@ async def test_rows_arrive_in_batches_of_the_configured_size(harness: Harness) -
     assert max(sizes) == SMALL_BATCH
 
 
+def _narrow_batches(rows: int, batch_size: int) -> list[int]:
+    """The batch sizes of narrow rows (``fetcher.adapters.batch_sizing``): a small first fetch,
+    doubling up to ``batch_size``."""
+    sizes, size = [], min(FIRST_BATCH_ROWS, batch_size)
+    while rows > 0:
+        sizes.append(min(size, rows))
+        rows -= sizes[-1]
+        size = min(2 * size, batch_size)
+    return sizes
+
+
 async def test_a_large_table_streams_through_a_server_side_cursor(harness: Harness) -> None:
     """While the stream is paused after its first batch, another session sees the query still
-    open on the server (the plugin's check); then the rest arrives intact."""
+    open on the server (the plugin's check); then the rest arrives intact, in batches of at
+    most ``batch_size`` rows, the first one small (sized by bytes from then on)."""
     table = await _table(harness, BULK)
     total = 0
-    batches = 0
+    sizes: list[int] = []
     async with harness.connector(batch_size=500) as connector:
         stream = connector.stream(TableQuery(table, table.columns))
         async for batch in stream:
-            if batches == 0:
+            if not sizes:
                 # The consumer is busy elsewhere: the event loop is free to read the socket.
                 await asyncio.sleep(0.5)
                 await harness.engine.assert_streaming(harness.loaded)
-            batches += 1
+            sizes.append(len(batch))
             total += len(batch)
-            assert len(batch) <= 500
             assert all(len(str(row[table.columns[1].name])) == BULK_PAD for row in batch)
     assert total == BULK_ROWS
-    assert batches == BULK_ROWS // 500
+    assert sizes == _narrow_batches(BULK_ROWS, 500)
 
 
 async def _sessions_settle(h: Harness, want: int) -> int | None:

@@ -57,6 +57,7 @@ from bson.timestamp import Timestamp
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
+from fetcher.adapters.batch_sizing import BatchSizer
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
@@ -615,16 +616,21 @@ class MongoConnector(NetworkConnector):
         return DiscoveredSchema(default_schema="", tables=tuple(tables))
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
-        """One ``find`` streamed ``batch_size`` documents at a time (§3.2, §3.4, §5.3)."""
+        """One ``find`` streamed at most ``batch_size`` documents (and about
+        ``BATCH_TARGET_BYTES``) at a time (§3.2, §3.4, §5.3)."""
         db = self._database(Phase.QUERY)
         projection = _projection(query)
         names = tuple(column.name for column in query.columns)
         with map_mongo_errors(Phase.QUERY, self._name, query.table):
             rendered = render_mongo_filter(coerce_filters(query.filters))
             find_filter = flatten_filter(filter_to_bson(rendered))
+            sizer = BatchSizer(self._batch_size)
             cursor = db[query.table.name].find(find_filter, projection, batch_size=self._batch_size)
             try:
-                while documents := await cursor.to_list(self._batch_size):
+                # the server's replies are capped (16 MiB of BSON); ``to_list`` takes from them
+                # no more documents than the sizer's batch
+                while documents := await cursor.to_list(sizer.rows):
+                    sizer.observe(documents)
                     yield _rows(documents, None if projection is None else names)
             finally:
                 await cursor.close()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from asyncmy.constants import CLIENT
 
+from fetcher.adapters.batch_sizing import FIRST_BATCH_ROWS
 from fetcher.adapters.sql.mysql import MysqlConnector
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor, Engine, EngineError, ErrorCategory
@@ -259,7 +260,7 @@ async def test_leaving_the_connector_mid_stream_does_not_wait_for_the_server(
         async with MysqlConnector(descriptor, batch_size=100) as connector:
             [table] = (await connector.discover([])).tables
             stream = connector.stream(TableQuery(table, table.columns))
-            assert len(await anext(stream)) == 100
+            assert len(await anext(stream)) == FIRST_BATCH_ROWS
         assert asyncio.get_running_loop().time() - started < 5
         assert isinstance(stream, AsyncGenerator)
         await stream.aclose()

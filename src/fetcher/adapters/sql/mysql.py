@@ -56,6 +56,7 @@ from asyncmy.constants import CLIENT, FIELD_TYPE
 from asyncmy.converters import conversions as _stock_conversions
 from asyncmy.cursors import SSCursor
 
+from fetcher.adapters.batch_sizing import BatchSizer
 from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
@@ -610,7 +611,8 @@ class MysqlConnector(NetworkConnector):
         )
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
-        """Rows through an unbuffered server-side cursor, ``batch_size`` at a time, as
+        """Rows through an unbuffered server-side cursor, at most ``batch_size`` (and about
+        ``BATCH_TARGET_BYTES``) at a time, as
         :class:`~fetcher.adapters.fastjson.FastRowBatch` columns encoded per §5.3."""
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)
@@ -628,7 +630,8 @@ class MysqlConnector(NetworkConnector):
         try:
             with map_mysql_errors(Phase.QUERY, self._name, query.table):
                 await cursor.execute(sql, params)
-                while batch := await self._fetch(conn, cursor):
+                sizer = BatchSizer(self._batch_size)
+                while batch := await self._fetch(conn, cursor, sizer):
                     columns = _columns(batch, names, converters)
                     yield FastRowBatch(names, columns, json_columns=json_columns)
                 await cursor.close()
@@ -637,8 +640,9 @@ class MysqlConnector(NetworkConnector):
             if not finished:
                 self._abort()
 
-    async def _fetch(self, conn: Any, cursor: Any) -> list[Any]:
-        """The next batch, with the socket read only while fetching.
+    async def _fetch(self, conn: Any, cursor: Any, sizer: BatchSizer) -> list[Any]:
+        """The next batch of ``sizer.rows`` rows (bounded by bytes, see
+        :mod:`~fetcher.adapters.batch_sizing`), with the socket read only while fetching.
 
         asyncmy's protocol reads every byte the server sends into its buffer, so while the
         consumer works (spool, upload) an unbuffered result would pile up in memory. Reading
@@ -648,8 +652,9 @@ class MysqlConnector(NetworkConnector):
         transport = conn._transport  # asyncmy exposes no flow-control API
         if transport is not None:
             transport.resume_reading()
-        rows: list[Any] = await cursor.fetchmany(self._batch_size)
+        rows: list[Any] = await cursor.fetchmany(sizer.rows)
         transport = conn._transport
         if rows and transport is not None:
             transport.pause_reading()
+        sizer.observe(rows)
         return rows

@@ -35,6 +35,7 @@ from typing import Any, Self
 
 import oracledb
 
+from fetcher.adapters.batch_sizing import BatchSizer
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
@@ -551,7 +552,8 @@ class OracleConnector(NetworkConnector):
         return DiscoveredSchema(default_schema=self._user, tables=tables_from(rows))
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
-        """Rows ``batch_size`` at a time (``arraysize``/``fetchmany``), encoded per §5.3."""
+        """Rows at most ``batch_size`` (and about ``BATCH_TARGET_BYTES``) at a time
+        (``arraysize``/``fetchmany``), encoded per §5.3."""
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)
         names = tuple(column.name for column in query.columns)
@@ -559,14 +561,16 @@ class OracleConnector(NetworkConnector):
             cursor = conn.cursor()
             try:
                 await self._begin_read_only(conn, cursor)
-                cursor.arraysize = self._batch_size
-                cursor.prefetchrows = self._batch_size
+                sizer = BatchSizer(self._batch_size)
+                cursor.arraysize = cursor.prefetchrows = sizer.rows
                 await cursor.execute(sql, params, fetch_lobs=False, fetch_decimals=True)
                 try:
                     converters = _converters(cursor.description, query.columns)
                 except ValueError as exc:
                     raise engine_error(Phase.QUERY, self._name, str(exc)) from exc
-                while rows := await cursor.fetchmany(self._batch_size):
+                while rows := await cursor.fetchmany(sizer.rows):
+                    sizer.observe(rows)
+                    cursor.arraysize = sizer.rows  # the driver's next round trip
                     columns = with_stack_retry(batch_columns, rows, converters, names)
                     yield RowBatch(names, columns)
             finally:

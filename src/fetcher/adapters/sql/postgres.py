@@ -40,6 +40,7 @@ from psycopg.pq import Format
 from psycopg.pq.abc import PGresult
 from psycopg.types.string import TextLoader
 
+from fetcher.adapters.batch_sizing import BatchSizer
 from fetcher.adapters.encoder_process import TextBatch, encoded_batches
 from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
 from fetcher.adapters.secret_files import pem_files
@@ -683,7 +684,8 @@ class PostgresConnector(NetworkConnector):
         return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=_tables_from(rows))
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
-        """Rows through a server-side cursor, ``batch_size`` at a time, encoded per §5.3.
+        """Rows through a server-side cursor, at most ``batch_size`` (and about
+        ``BATCH_TARGET_BYTES``) at a time, encoded per §5.3.
 
         Each batch is a :class:`~fetcher.adapters.fastjson.FastRowBatch`: the columns and their
         names, which encode themselves (orjson) without a Python step per row; with the host's
@@ -700,9 +702,10 @@ class PostgresConnector(NetworkConnector):
                 async with conn.cursor(name=cursor_name) as cursor:
                     await cursor.execute(sql, params)
                     converters = self._converters(query.columns, cursor.description, conn)
+                    sizer = BatchSizer(self._batch_size)
                     if self._encoder is not None:
                         self._encoder.start_soon()  # batches are encoded here until it is up
-                        source = self._text_batches(cursor, conn, converters, names)
+                        source = self._text_batches(cursor, conn, converters, names, sizer)
                         layout = (names, json_columns)
                         async with aclosing(
                             encoded_batches(self._encoder, source, layout)
@@ -710,7 +713,7 @@ class PostgresConnector(NetworkConnector):
                             async for batch in batches:
                                 yield batch
                         return
-                    while rows := await self._fetch(cursor, conn):
+                    while rows := await self._fetch(cursor, conn, sizer):
                         columns = _columns(rows, converters, names)
                         yield FastRowBatch(names, columns, json_columns=json_columns)
 
@@ -720,6 +723,7 @@ class PostgresConnector(NetworkConnector):
         conn: AsyncConn,
         converters: Sequence[tuple[int, ColumnConverter]],
         names: Sequence[str],
+        sizer: BatchSizer,
     ) -> AsyncGenerator[TextBatch, None]:
         """Each fetched batch for the encoder process: the ``json``/``jsonb`` columns (not
         arrays) left as text for it to parse, every other column converted here."""
@@ -729,17 +733,23 @@ class PostgresConnector(NetworkConnector):
             if column.type_code in _JSON_OIDS
         }
         local = [(index, convert) for index, convert in converters if index not in texts]
-        while rows := await self._fetch(cursor, conn):
+        while rows := await self._fetch(cursor, conn, sizer):
             yield _columns(rows, local, names), texts
 
-    async def _fetch(self, cursor: AsyncCursor, conn: AsyncConn) -> list[tuple[Any, ...]]:
-        """The next batch; one with text that is not UTF-8 is loaded again, tolerantly."""
+    async def _fetch(
+        self, cursor: AsyncCursor, conn: AsyncConn, sizer: BatchSizer
+    ) -> list[tuple[Any, ...]]:
+        """The next batch of ``sizer.rows`` rows (bounded by bytes, see
+        :mod:`~fetcher.adapters.batch_sizing`); one with text that is not UTF-8 is loaded
+        again, tolerantly."""
         try:
-            return await cursor.fetchmany(self._batch_size)
+            rows = await cursor.fetchmany(sizer.rows)
         except UnicodeDecodeError:
             if cursor.pgresult is None:
                 raise
-            return _tolerant_rows(cursor.pgresult, conn)
+            rows = _tolerant_rows(cursor.pgresult, conn)
+        sizer.observe(rows)
+        return rows
 
     def _converters(
         self,

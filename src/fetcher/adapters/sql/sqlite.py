@@ -57,6 +57,7 @@ from decimal import Decimal
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
+from fetcher.adapters.batch_sizing import BatchSizer
 from fetcher.adapters.fastjson import FastRowBatch
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
@@ -574,7 +575,8 @@ class SqliteConnector:
         return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=_tables_from(rows))
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
-        """Rows through one cursor, ``batch_size`` at a time, encoded per §5.3."""
+        """Rows through one cursor, at most ``batch_size`` (and about ``BATCH_TARGET_BYTES``)
+        at a time, encoded per §5.3."""
         db = self._require(Phase.QUERY)
         sql, params = render_select(
             dialect_for(EngineType.SQLITE),
@@ -588,10 +590,10 @@ class SqliteConnector:
         converters = [_converter(column) for column in query.columns]
         with map_sqlite_errors(Phase.QUERY, self._name):
             cursor = await self._call(db, None, lambda: db.execute(sql, bound))
+            sizer = BatchSizer(self._batch_size)
             try:
-                while batch := await self._call(
-                    db, None, lambda: cursor.fetchmany(self._batch_size)
-                ):
+                while batch := await self._call(db, None, lambda: cursor.fetchmany(sizer.rows)):
+                    sizer.observe(batch)
                     yield _row_batch(names, converters, batch)
             finally:
                 await _finish_after(self._last_call, cursor.close)

@@ -37,6 +37,7 @@ from uuid import UUID
 import mssql_python
 from mssql_python.exceptions import ConnectionStringParseError
 
+from fetcher.adapters.batch_sizing import BatchSizer
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DISCOVERY_TIMEOUT_SECONDS,
@@ -306,10 +307,13 @@ def _open(conn_str: str) -> Any:
 
 
 def _fetch(
-    cursor: Any, size: int, converters: Sequence[ColumnConverter]
+    cursor: Any, sizer: BatchSizer, converters: Sequence[ColumnConverter]
 ) -> list[Sequence[object]] | None:
-    """One batch, fetched and converted in the driver thread (the loop never encodes it)."""
-    rows = cursor.fetchmany(size)
+    """One batch of ``sizer.rows`` rows (bounded by bytes, see
+    :mod:`~fetcher.adapters.batch_sizing`), fetched and converted in the driver thread (the
+    loop never encodes it)."""
+    rows = cursor.fetchmany(sizer.rows)
+    sizer.observe(rows)
     return batch_columns(rows, converters) if rows else None
 
 
@@ -400,7 +404,8 @@ class SqlServerConnector(NetworkConnector):
         return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=tables_from(rows))
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
-        """Rows ``batch_size`` at a time through a forward-only cursor, encoded per §5.3."""
+        """Rows at most ``batch_size`` (and about ``BATCH_TARGET_BYTES``) at a time through a
+        forward-only cursor, encoded per §5.3."""
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)
         converters = [column_converter(column) for column in query.columns]
@@ -411,7 +416,8 @@ class SqlServerConnector(NetworkConnector):
                 await self._call(cursor.execute, sql, *params)
                 if cursor.description is None or len(cursor.description) != len(names):
                     raise engine_error(Phase.QUERY, self._name, "unexpected result columns")
-                while columns := await self._call(_fetch, cursor, self._batch_size, converters):
+                sizer = BatchSizer(self._batch_size)
+                while columns := await self._call(_fetch, cursor, sizer, converters):
                     yield RowBatch(names, columns)
             finally:
                 await self._close_cursor(cursor)
