@@ -34,12 +34,12 @@ async def test_rows_arrive_in_batches_of_the_configured_size(harness: Harness) -
 
 def _narrow_batches(rows: int, batch_size: int) -> list[int]:
     """The batch sizes of narrow rows (``fetcher.adapters.batch_sizing``): a small first fetch,
-    doubling up to ``batch_size``."""
+    then ``batch_size``."""
     sizes, size = [], min(FIRST_BATCH_ROWS, batch_size)
     while rows > 0:
         sizes.append(min(size, rows))
         rows -= sizes[-1]
-        size = min(2 * size, batch_size)
+        size = batch_size
     return sizes
 
 

@@ -8,9 +8,10 @@ fetch, estimates the bytes a row holds from a sample of each batch (:func:`row_b
 sizes the next fetch so that a batch holds about ``target_bytes``, never more than
 ``max_rows`` rows and never fewer than one.
 
-The estimate follows the data: a wide batch shrinks the next fetch at once; narrower batches
-let it grow back at most twofold per batch. A table whose rows widen abruptly can still
-overshoot for one batch, and one row is always fetched whole (a single value is never split).
+The estimate follows the data, one batch behind: narrow rows reach ``max_rows`` from the second
+fetch on, as before; a wide batch shrinks the next fetch at once. A table whose rows widen
+abruptly can overshoot for one batch, and one row is always fetched whole (a single value is
+never split).
 """
 
 from __future__ import annotations
@@ -86,4 +87,4 @@ class BatchSizer:
         sample = batch[::step][:_SAMPLE_ROWS]
         per_row = max(1, sum(row_bytes(row) for row in sample) // len(sample))
         fitting = max(1, self._target_bytes // per_row)
-        self._rows = min(self._max_rows, fitting, 2 * max(self._rows, len(batch)))
+        self._rows = min(self._max_rows, fitting)

@@ -37,14 +37,14 @@ def test_row_bytes_is_bounded_work_on_deep_and_huge_values() -> None:
     assert time.perf_counter() - started < 1.0
 
 
-def test_first_fetch_is_small_then_narrow_rows_grow_to_the_maximum() -> None:
+def test_first_fetch_is_small_then_narrow_rows_take_the_maximum() -> None:
     sizer = BatchSizer(2_000)
     assert sizer.rows == FIRST_BATCH_ROWS == 8
     seen = []
-    for _ in range(10):
+    for _ in range(3):
         sizer.observe([("id", "a" * 100)] * sizer.rows)
         seen.append(sizer.rows)
-    assert seen == [16, 32, 64, 128, 256, 512, 1024, 2000, 2000, 2000]
+    assert seen == [2000, 2000, 2000]
 
 
 def test_wide_rows_shrink_the_next_fetch_to_the_target() -> None:
@@ -61,14 +61,14 @@ def test_a_row_wider_than_the_target_is_fetched_alone() -> None:
     assert sizer.rows == 1
 
 
-def test_rows_narrowing_again_grow_back_twofold_per_batch() -> None:
+def test_the_estimate_follows_each_batch() -> None:
     sizer = BatchSizer(2_000)
     sizer.observe([("w" * (BATCH_TARGET_BYTES // 4),)] * FIRST_BATCH_ROWS)
     assert sizer.rows == 4
-    sizer.observe([("n",)] * 4)
-    assert sizer.rows == 8
-    sizer.observe([("n",)] * 8)
-    assert sizer.rows == 16
+    sizer.observe([("n" * 1_000,)] * 4)
+    assert sizer.rows == BATCH_TARGET_BYTES // 1_000
+    sizer.observe([("w" * BATCH_TARGET_BYTES,)] * 3)
+    assert sizer.rows == 1
 
 
 def test_an_empty_batch_changes_nothing() -> None:
