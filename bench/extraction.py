@@ -19,9 +19,11 @@ clocks, polled every 0.1 s); peak RSS is the extracting process's ``VmHWM``, res
 ``FETCHER_BENCH_SCALING`` rows, default 100 000, 500 000 and 1 500 000, with the narrow columns
 ``amount, id, status`` so that 1.5 M rows stay under the 256 MiB result ceiling); and MariaDB
 (``mariadb --batch --quick -e 'SELECT …' > /dev/null`` against Fetcher's MySQL connector on the
-same table, through the Worker and embedded). ``FETCHER_BENCH_PARTS`` picks parts (default
-``postgres,filtered,scaling,mariadb``). The Worker's objects (and the upload-only measurement's)
-are deleted from the test bucket at the end.
+same table, through the Worker and embedded); and wide rows (peak Worker RSS for a 150 MB
+document of rows ``FETCHER_BENCH_WIDE`` characters wide, default 1 500, 15 000, 150 000 and
+500 000: fetches are sized by bytes, ``fetcher.adapters.batch_sizing``).
+``FETCHER_BENCH_PARTS`` picks parts (default ``postgres,filtered,scaling,mariadb,wide``). The
+Worker's objects (and the upload-only measurement's) are deleted from the test bucket at the end.
 
 Ratios are speeds, floor time / Fetcher time (≥ 0.25 is the issue's target for COPY, ≥ 0.75 for
 ConnectorX), always from the same run: the machine is shared and absolute figures are noisy.
@@ -78,7 +80,14 @@ REPS = int(os.environ.get("FETCHER_BENCH_REPS", "3"))
 SCALING = [
     int(n) for n in os.environ.get("FETCHER_BENCH_SCALING", "100000,500000,1500000").split(",") if n
 ]
-PARTS = set(os.environ.get("FETCHER_BENCH_PARTS", "postgres,filtered,scaling,mariadb").split(","))
+WIDE = [
+    int(n) for n in os.environ.get("FETCHER_BENCH_WIDE", "1500,15000,150000,500000").split(",") if n
+]
+#: Characters of ``body`` in every wide-rows table: a document of about 150 MB.
+WIDE_BYTES = 150_000_000
+PARTS = set(
+    os.environ.get("FETCHER_BENCH_PARTS", "postgres,filtered,scaling,mariadb,wide").split(",")
+)
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = ("id", "email", "amount", "created_at", "status", "metadata")
 NARROW = ("amount", "id", "status")
@@ -449,6 +458,37 @@ def scaling_part(worker: FetcherProcesses) -> dict[str, Any]:
     }
 
 
+def wide_part(worker: FetcherProcesses) -> dict[str, Any]:
+    """Peak Worker RSS per row width: one job per width, each a document of about 150 MB."""
+    print(f"Wide rows, {WIDE_BYTES / 1e6:.0f} MB of text per table, one fresh Worker:", flush=True)
+    figures = []
+    for width in WIDE:
+        rows = WIDE_BYTES // width
+        database = create_postgres(
+            f"wide{width}",
+            f"CREATE TABLE wide (id integer, body text); INSERT INTO wide SELECT g, "
+            f"repeat(md5(g::text), {width // 32}) FROM generate_series(1, {rows}) AS g;",
+        )
+        try:
+            worker.connect_postgres("bench_wide", database)
+            figure = worker.job({"bench_wide": {"wide": ["id", "body"]}}, None)
+            worker.delete_connection("bench_wide")
+        finally:
+            drop_postgres(database)
+        if figure.status != "completed":
+            raise RuntimeError(f"wide job at {width} ended {figure.status}: {figure.error}")
+        figures.append(
+            {"width": width, "rows": rows, "peak_rss_mib": figure.peak_rss_mib,
+             "seconds": figure.seconds, "bytes": figure.size}
+        )  # fmt: skip
+        print(
+            f"  {rows:>7,} rows of {width:>7,} characters: peak Worker RSS "
+            f"{figure.peak_rss_mib:.1f} MiB, {figure.seconds:.2f}s",
+            flush=True,
+        )
+    return {"document_bytes": WIDE_BYTES, "widths": figures}
+
+
 def mariadb_part(worker: FetcherProcesses, embedded: FetcherProcesses) -> dict[str, Any]:
     """The MySQL connector against ``mariadb --batch --quick``: through the Worker to S3, and
     embedded to the local store (no S3 upload: the connector's and the document's own cost)."""
@@ -521,6 +561,9 @@ def main() -> int:
     if "scaling" in PARTS and SCALING:
         with FetcherProcesses("worker") as fresh:
             report["scaling"] = scaling_part(fresh)
+    if "wide" in PARTS and WIDE:
+        with FetcherProcesses("worker") as fresh:
+            report["wide"] = wide_part(fresh)
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"extraction-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
     path.write_text(json.dumps(report, indent=2) + "\n")
