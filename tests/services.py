@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import pytest
@@ -88,3 +88,53 @@ def fresh_bucket(client: Any, prefix: str) -> Iterator[str]:
         for item in client.list_objects_v2(Bucket=name).get("Contents", []):
             client.delete_object(Bucket=name, Key=item["Key"])
         client.delete_bucket(Bucket=name)
+
+
+@asynccontextmanager
+async def mongo_database(prefix: str) -> AsyncIterator[Any]:
+    """A fresh database of the MongoDB wire server (``scripts/mongo-server.sh start``) through a
+    pinged ``AsyncMongoClient`` (missing server: :func:`service_missing`); dropped at the end."""
+    from pymongo import AsyncMongoClient
+
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        host=MONGODB_HOST, port=MONGODB_PORT, directConnection=True, serverSelectionTimeoutMS=3000
+    )
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    try:
+        try:
+            await client.admin.command("ping")
+        except Exception as exc:
+            service_missing("MongoDB wire server (scripts/mongo-server.sh start)", exc)
+            raise
+        yield client[name]
+    finally:
+        await client.drop_database(name)
+        await client.close()
+
+
+def mongodb_connection(config_name: str, database: str) -> dict[str, object]:
+    """The §2.5 body of a MONGODB connection (no credentials) to the wire server."""
+    return {
+        "configName": config_name,
+        "type": "MONGODB",
+        "host": MONGODB_HOST,
+        "port": MONGODB_PORT,
+        "databaseName": database,
+    }
+
+
+def mysql_connection(
+    database: str, reader: str, password: str, config_name: str | None = None
+) -> dict[str, object]:
+    """The §2.5 body of a MYSQL connection to the machine's MariaDB, as ``reader``
+    (``configName`` only when ``config_name`` is given)."""
+    named = {} if config_name is None else {"configName": config_name}
+    return {
+        **named,
+        "type": "MYSQL",
+        "host": MARIADB["host"],
+        "port": MARIADB["port"],
+        "databaseName": database,
+        "userName": reader,
+        "password": password,
+    }

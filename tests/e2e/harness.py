@@ -313,15 +313,21 @@ class ManagerApi:
     async def create_connection(
         self, config_name: str, database: str, *, password: str, host: str, port: int
     ) -> str:
-        body = {
-            "configName": config_name,
-            "type": "POSTGRESQL",
-            "host": host,
-            "port": port,
-            "databaseName": database,
-            "userName": "postgres",
-            "password": password,
-        }
+        """A POSTGRESQL connection as ``postgres``; its ID."""
+        return await self.create(
+            {
+                "configName": config_name,
+                "type": "POSTGRESQL",
+                "host": host,
+                "port": port,
+                "databaseName": database,
+                "userName": "postgres",
+                "password": password,
+            }
+        )
+
+    async def create(self, body: Mapping[str, object]) -> str:
+        """``POST /v1/management/connections`` for :data:`PRODUCT` (must answer 201); its ID."""
         response = await self.http.post(
             f"{self.base_url}/v1/management/connections",
             json=body,

@@ -27,10 +27,9 @@ from fetcher.engine.document import dumps_document
 from fetcher.engine.errors import MAX_JSON_DEPTH
 from fetcher.engine.ports import Row
 from fetcher.engine.values import parse_json_exact_fractions
-from tests.contract.engines.mariadb import admin_connect, fresh_database
+from tests.contract.engines.mariadb import admin_connect, fresh_database, nested_json_sql
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import (
-    PRODUCT,
     DatabaseFactory,
     FetcherProcess,
     ManagerApi,
@@ -40,7 +39,7 @@ from tests.e2e.harness import (
     eventually,
 )
 from tests.processes import descendants
-from tests.services import MARIADB, MONGODB_HOST, MONGODB_PORT, service_missing
+from tests.services import mongo_database, mongodb_connection, mysql_connection
 
 pytestmark = E2E
 
@@ -74,14 +73,6 @@ class Embedded:
     api: ManagerApi
     objects: Path
     encoder: bool
-
-    async def create(self, body: dict[str, Any]) -> None:
-        response = await self.api.http.post(
-            f"{self.api.base_url}/v1/management/connections",
-            json=body,
-            headers={"X-Product-Name": PRODUCT},
-        )
-        assert response.status_code == 201, response.text
 
     async def run(self, datasource: str, table: str, fields: list[str]) -> dict[str, Any]:
         job_id = await self.api.submit({datasource: {table: fields}})
@@ -146,36 +137,20 @@ async def test_postgresql_jsonb_nested_too_deep_fails_the_job(
         await eventually(helpers, "the encoder process and the resource tracker", within=30)
 
 
-def _nested_sql(depth: int, leaf: str) -> str:
-    opening = "".join('{"a": ' if level % 2 else "[" for level in range(depth))
-    closing = "".join("}" if level % 2 else "]" for level in reversed(range(depth)))
-    return f"'{opening}{leaf}{closing}'"
-
-
 #: MariaDB's ``json_valid`` stops at 31 levels: deeper text is written with checks off.
 MARIADB_SQL = (
     "SET SESSION check_constraint_checks = 0",
     "CREATE TABLE deep (id INT PRIMARY KEY, doc JSON)",
-    f"INSERT INTO deep VALUES (1, '[1]'), (2, {_nested_sql(3000, '1')})",
+    f"INSERT INTO deep VALUES (1, '[1]'), (2, {nested_json_sql(3000, '1')})",
     "CREATE TABLE at_bound (id INT PRIMARY KEY, doc JSON)",
-    f"INSERT INTO at_bound VALUES (1, {_nested_sql(MAX_JSON_DEPTH, '1.50')}), (2, '[-0]')",
+    f"INSERT INTO at_bound VALUES (1, {nested_json_sql(MAX_JSON_DEPTH, '1.50')}), (2, '[-0]')",
 )
 
 
 async def test_mariadb_json_nested_too_deep_fails_the_job(embedded: Embedded) -> None:
     name = f"deep_my_{secrets.token_hex(3)}"
     async with fresh_database(MARIADB_SQL) as (database, reader, password):
-        await embedded.create(
-            {
-                "configName": name,
-                "type": "MYSQL",
-                "host": MARIADB["host"],
-                "port": MARIADB["port"],
-                "databaseName": database,
-                "userName": reader,
-                "password": password,
-            }
-        )
+        await embedded.api.create(mysql_connection(database, reader, password, name))
         failed = await embedded.run(name, "deep", ["id", "doc"])
         completed = await embedded.run(name, "at_bound", ["id", "doc"])
         conn = await admin_connect(database)
@@ -206,39 +181,17 @@ def _nested_bson(identifier: int, depth: int) -> Any:
 
 
 async def test_mongodb_document_nested_too_deep_fails_the_job(embedded: Embedded) -> None:
-    from pymongo import AsyncMongoClient
-
-    name, database = f"deep_mg_{secrets.token_hex(3)}", f"e2e_deep_{secrets.token_hex(4)}"
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        host=MONGODB_HOST, port=MONGODB_PORT, directConnection=True, serverSelectionTimeoutMS=3000
-    )
-    try:
-        try:
-            await client.admin.command("ping")
-        except Exception as exc:
-            service_missing("MongoDB wire server (scripts/mongo-server.sh start)", exc)
-            raise
-        db = client[database]
+    name = f"deep_mg_{secrets.token_hex(3)}"
+    async with mongo_database("e2e_deep") as db:
         await db["deep"].insert_many([_nested_bson(1, 400), _nested_bson(2, 1)])
         await db["past"].insert_many([_nested_bson(1, PAST)])
         await db["at_bound"].insert_many([_nested_bson(i, MAX_JSON_DEPTH) for i in (1, 2)])
-        await embedded.create(
-            {
-                "configName": name,
-                "type": "MONGODB",
-                "host": MONGODB_HOST,
-                "port": MONGODB_PORT,
-                "databaseName": database,
-            }
-        )
+        await embedded.api.create(mongodb_connection(name, db.name))
         for collection in ("deep", "past"):
             job = await embedded.run(name, collection, ["_id", "doc"])
             assert job["status"] == "failed", job
             assert job["metadata"]["error"] == _failure(name, "doc", collection)
         completed = await embedded.run(name, "at_bound", ["_id", "doc"])
-    finally:
-        await client.drop_database(database)
-        await client.close()
     value: object = 1
     for _ in range(MAX_JSON_DEPTH):
         value = {"a": value}

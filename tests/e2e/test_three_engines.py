@@ -28,7 +28,13 @@ from tests.e2e.harness import (
     hmac_hex,
     unique,
 )
-from tests.services import MARIADB, MONGODB_HOST, MONGODB_PORT, service_missing
+from tests.services import (
+    MARIADB,
+    mongo_database,
+    mongodb_connection,
+    mysql_connection,
+    service_missing,
+)
 
 pytestmark = E2E
 
@@ -113,32 +119,9 @@ async def mariadb_source() -> AsyncIterator[MariadbSource]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def mongo_source() -> AsyncIterator[MongoSource]:
-    from pymongo import AsyncMongoClient
-
-    source = MongoSource(f"e2e_mg_{secrets.token_hex(4)}")
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        host=MONGODB_HOST, port=MONGODB_PORT, directConnection=True, serverSelectionTimeoutMS=3000
-    )
-    try:
-        try:
-            await client.admin.command("ping")
-        except Exception as exc:
-            service_missing("MongoDB wire server (scripts/mongo-server.sh start)", exc)
-            raise
-        await client[source.database]["events"].insert_many([dict(e) for e in EVENTS])
-        yield source
-    finally:
-        await client.drop_database(source.database)
-        await client.close()
-
-
-async def _create(stack: Stack, body: dict[str, Any]) -> None:
-    response = await stack.api.http.post(
-        f"{stack.api.base_url}/v1/management/connections",
-        json=body,
-        headers={"X-Product-Name": PRODUCT},
-    )
-    assert response.status_code == 201, response.text
+    async with mongo_database("e2e_mg") as database:
+        await database["events"].insert_many([dict(e) for e in EVENTS])
+        yield MongoSource(database.name)
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -173,28 +156,12 @@ async def test_one_job_reads_postgresql_mariadb_and_mongodb(
     stack: Stack, mariadb_source: MariadbSource, mongo_source: MongoSource
 ) -> None:
     """Three datasource keys in one document, each equal, row by row, to its source."""
-    await _create(
-        stack,
-        {
-            "configName": MYSQL_CONFIG,
-            "type": "MYSQL",
-            "host": MARIADB["host"],
-            "port": MARIADB["port"],
-            "databaseName": mariadb_source.database,
-            "userName": mariadb_source.reader,
-            "password": mariadb_source.password,
-        },
+    await stack.api.create(
+        mysql_connection(
+            mariadb_source.database, mariadb_source.reader, mariadb_source.password, MYSQL_CONFIG
+        ),
     )
-    await _create(
-        stack,
-        {
-            "configName": MONGO_CONFIG,
-            "type": "MONGODB",
-            "host": MONGODB_HOST,
-            "port": MONGODB_PORT,
-            "databaseName": mongo_source.database,
-        },
-    )
+    await stack.api.create(mongodb_connection(MONGO_CONFIG, mongo_source.database))
     mapped = {
         SOURCE_CONFIG: {"public.accounts": ["id", "email", "balance", "created_at"]},
         MYSQL_CONFIG: {"orders": ["id", "customer", "total", "placed_at", "status"]},

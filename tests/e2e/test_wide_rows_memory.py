@@ -19,7 +19,6 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -28,7 +27,6 @@ import pytest_asyncio
 from tests.contract.engines.mariadb import fresh_database
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import (
-    PRODUCT,
     DatabaseFactory,
     FetcherProcess,
     ManagerApi,
@@ -36,7 +34,7 @@ from tests.e2e.harness import (
     derive_cli_key,
     embedded_fetcher,
 )
-from tests.services import MARIADB, MONGODB_HOST, MONGODB_PORT, service_missing
+from tests.services import mongo_database, mongodb_connection, mysql_connection
 
 pytestmark = E2E
 
@@ -61,14 +59,6 @@ class Embedded:
     api: ManagerApi
     objects: Path
     samples: Path
-
-    async def create(self, body: dict[str, Any]) -> None:
-        response = await self.api.http.post(
-            f"{self.api.base_url}/v1/management/connections",
-            json=body,
-            headers={"X-Product-Name": PRODUCT},
-        )
-        assert response.status_code == 201, response.text
 
     async def extract(self, datasource: str, table: str) -> tuple[bytes, int]:
         """The stored document of one job over ``table`` and the growth of the process's
@@ -129,17 +119,7 @@ async def test_mariadb_wide_rows(embedded: Embedded) -> None:
     )
     name = f"wide_my_{secrets.token_hex(3)}"
     async with fresh_database(statements) as (database, reader, password):
-        await embedded.create(
-            {
-                "configName": name,
-                "type": "MYSQL",
-                "host": MARIADB["host"],
-                "port": MARIADB["port"],
-                "databaseName": database,
-                "userName": reader,
-                "password": password,
-            }
-        )
+        await embedded.api.create(mysql_connection(database, reader, password, name))
         _assert_every_row(*await embedded.extract(name, "wide"))
 
 
@@ -153,37 +133,16 @@ async def test_sqlite_wide_rows(embedded: Embedded) -> None:
         )
     db.close()
     name = f"wide_sq_{secrets.token_hex(3)}"
-    await embedded.create({"configName": name, "type": "SQLITE", "databaseName": str(path)})
+    await embedded.api.create({"configName": name, "type": "SQLITE", "databaseName": str(path)})
     _assert_every_row(*await embedded.extract(name, "wide"))
 
 
 async def test_mongodb_wide_documents(embedded: Embedded) -> None:
-    from pymongo import AsyncMongoClient
-
-    name, database = f"wide_mg_{secrets.token_hex(3)}", f"e2e_wide_{secrets.token_hex(4)}"
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        host=MONGODB_HOST, port=MONGODB_PORT, directConnection=True, serverSelectionTimeoutMS=3000
-    )
-    try:
-        try:
-            await client.admin.command("ping")
-        except Exception as exc:
-            service_missing("MongoDB wire server (scripts/mongo-server.sh start)", exc)
-            raise
+    name = f"wide_mg_{secrets.token_hex(3)}"
+    async with mongo_database("e2e_wide") as database:
         documents = ({"id": n, "body": secrets.token_hex(WIDTH // 2)} for n in range(ROWS))
-        await client[database]["wide"].insert_many(documents)
-        await embedded.create(
-            {
-                "configName": name,
-                "type": "MONGODB",
-                "host": MONGODB_HOST,
-                "port": MONGODB_PORT,
-                "databaseName": database,
-            }
-        )
+        await database["wide"].insert_many(documents)
+        await embedded.api.create(mongodb_connection(name, database.name))
         # A MongoDB server's reply holds up to 16 MiB of BSON whatever the batch size asked
         # for; the driver keeps it until it is read, so the bound is the reply's on top.
         _assert_every_row(*await embedded.extract(name, "wide"), bound=GROWTH_BOUND + 32 * MIB)
-    finally:
-        await client.drop_database(database)
-        await client.close()

@@ -116,15 +116,7 @@ class MariadbEngine:
                     )
         finally:
             conn.close()
-        descriptor = ConnectionDescriptor(
-            config_name="contract",
-            type=EngineType.MYSQL,
-            host=str(MARIADB["host"]),
-            port=int(str(MARIADB["port"])),
-            database=database,
-            username=reader,
-            password=password,
-        )
+        descriptor = reader_descriptor(database, reader, password, "contract")
         wrong = f"wrong-{password}"
         return LoadedDataset(
             descriptor=descriptor,
@@ -196,6 +188,29 @@ class MariadbEngine:
 
 
 ENGINE = MariadbEngine()
+
+
+def reader_descriptor(
+    database: str, reader: str, password: str, config_name: str = "maria"
+) -> ConnectionDescriptor:
+    """The connector's descriptor of ``database`` on the machine's MariaDB, as ``reader``."""
+    return ConnectionDescriptor(
+        config_name=config_name,
+        type=EngineType.MYSQL,
+        host=str(MARIADB["host"]),
+        port=int(str(MARIADB["port"])),
+        database=database,
+        username=reader,
+        password=password,
+    )
+
+
+def nested_json_sql(depth: int, leaf: str) -> str:
+    """A SQL string literal of JSON text nesting ``depth`` levels around ``leaf`` (arrays and
+    ``{"a": …}`` objects alternating)."""
+    opening = "".join('{"a": ' if level % 2 else "[" for level in range(depth))
+    closing = "".join("}" if level % 2 else "]" for level in reversed(range(depth)))
+    return f"'{opening}{leaf}{closing}'"
 
 
 @asynccontextmanager

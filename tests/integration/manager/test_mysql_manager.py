@@ -16,7 +16,7 @@ from fetcher.adapters.store.sqlite import SqliteMetadataStore
 from fetcher.manager.app import create_app
 from fetcher.settings import Settings
 from tests.contract.engines.mariadb import fresh_database
-from tests.services import MARIADB
+from tests.services import mysql_connection
 from tests.unit.manager.conftest import FakePublisher, base_env, build_runtime
 from tests.unit.manager.test_http_rules import assert_error
 
@@ -55,14 +55,7 @@ async def manager(tmp_path: Path) -> AsyncIterator[Manager]:
             runtime = build_runtime(settings, store, SqlConnectorRegistry(), FakePublisher())
             runtime.lifecycle.started.set()
             transport = httpx.ASGITransport(app=create_app(runtime))
-            datasource = {
-                "type": "MYSQL",
-                "host": MARIADB["host"],
-                "port": MARIADB["port"],
-                "databaseName": database,
-                "userName": reader,
-                "password": password,
-            }
+            datasource = mysql_connection(database, reader, password)
             async with httpx.AsyncClient(transport=transport, base_url="http://fetcher") as client:
                 yield Manager(client, datasource, database)
         finally:

@@ -24,7 +24,12 @@ from fetcher.engine.ports import Row, TableQuery
 from fetcher.engine.testing import MemorySink
 from fetcher.engine.types import EngineType, TableSchema, TypeFamily
 from fetcher.engine.values import parse_json_exact_fractions
-from tests.contract.engines.mariadb import admin_connect, fresh_database
+from tests.contract.engines.mariadb import (
+    admin_connect,
+    fresh_database,
+    nested_json_sql,
+    reader_descriptor,
+)
 from tests.services import MARIADB
 
 pytestmark = pytest.mark.integration
@@ -53,15 +58,7 @@ TYPES_SQL = (
 @pytest.fixture
 async def typed() -> AsyncIterator[ConnectionDescriptor]:
     async with fresh_database(TYPES_SQL) as (database, reader, password):
-        yield ConnectionDescriptor(
-            config_name="maria",
-            type=EngineType.MYSQL,
-            host=str(MARIADB["host"]),
-            port=int(str(MARIADB["port"])),
-            database=database,
-            username=reader,
-            password=password,
-        )
+        yield reader_descriptor(database, reader, password)
 
 
 def _root(database: str) -> ConnectionDescriptor:
@@ -288,39 +285,24 @@ async def _sessions_of(user: str) -> int:
 # --- JSON nested deeper than MAX_JSON_DEPTH (issue 12, hardening) -----------------------------
 
 
-def _nested(depth: int, leaf: str) -> str:
-    """SQL for a JSON text nesting ``depth`` levels (objects and arrays alternating)."""
-    opening = "".join('{"a": ' if level % 2 else "[" for level in range(depth))
-    closing = "".join("}" if level % 2 else "]" for level in reversed(range(depth)))
-    return f"'{opening}{leaf}{closing}'"
-
-
 #: MariaDB's ``json_valid`` accepts 31 levels at most, so deeper text reaches a ``json`` column
 #: only while check constraints are off (an import, or a check added later).
 DEEP_SQL = (
     "SET SESSION check_constraint_checks = 0",
     "CREATE TABLE deep_docs (id INT PRIMARY KEY, doc JSON)",
-    f"INSERT INTO deep_docs VALUES (1, '[1]'), (2, {_nested(3000, '1')}), (3, NULL)",
+    f"INSERT INTO deep_docs VALUES (1, '[1]'), (2, {nested_json_sql(3000, '1')}), (3, NULL)",
     "CREATE TABLE past_bound (id INT PRIMARY KEY, doc JSON)",
-    f"INSERT INTO past_bound VALUES (1, {_nested(MAX_JSON_DEPTH + 1, '1.50')})",
+    f"INSERT INTO past_bound VALUES (1, {nested_json_sql(MAX_JSON_DEPTH + 1, '1.50')})",
     "CREATE TABLE at_bound (id INT PRIMARY KEY, doc JSON)",
-    f"INSERT INTO at_bound VALUES (1, {_nested(MAX_JSON_DEPTH, '-0')}),"
-    f" (2, {_nested(MAX_JSON_DEPTH - 1, '[1.50, 2e3]')})",
+    f"INSERT INTO at_bound VALUES (1, {nested_json_sql(MAX_JSON_DEPTH, '-0')}),"
+    f" (2, {nested_json_sql(MAX_JSON_DEPTH - 1, '[1.50, 2e3]')})",
 )
 
 
 @pytest.fixture
 async def deep() -> AsyncIterator[ConnectionDescriptor]:
     async with fresh_database(DEEP_SQL) as (database, reader, password):
-        yield ConnectionDescriptor(
-            config_name="maria",
-            type=EngineType.MYSQL,
-            host=str(MARIADB["host"]),
-            port=int(str(MARIADB["port"])),
-            database=database,
-            username=reader,
-            password=password,
-        )
+        yield reader_descriptor(database, reader, password)
 
 
 async def _job_bytes(descriptor: ConnectionDescriptor, table: str) -> bytes:
