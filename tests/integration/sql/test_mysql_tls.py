@@ -260,8 +260,10 @@ async def test_client_certificate_from_ssl_cert_and_key(tls_server: TlsServer) -
 
 @contextlib.asynccontextmanager
 async def _stripping_proxy(upstream_port: int) -> AsyncIterator[int]:
-    """A loopback proxy that clears ``CLIENT.SSL`` in the server greeting, then relays bytes."""
-    writers: list[asyncio.StreamWriter] = []
+    """A loopback proxy that clears ``CLIENT.SSL`` in the server greeting, then relays bytes.
+
+    Each connection's task closes both of its transports however it ends (cancelled by the
+    clean-up included), so none is left for the garbage collector to warn about."""
     tasks: set[asyncio.Task[None]] = set()
 
     async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -273,37 +275,38 @@ async def _stripping_proxy(upstream_port: int) -> AsyncIterator[int]:
 
     async def relay(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         server_r, server_w = await asyncio.open_connection("127.0.0.1", upstream_port)
-        writers.extend((client_w, server_w))
-        header = await server_r.readexactly(4)
-        payload = bytearray(await server_r.readexactly(int.from_bytes(header[:3], "little")))
-        at = payload.index(0, 1) + 1 + 4 + 8 + 1  # version, NUL, thread id, scramble, filler
-        flags = int.from_bytes(payload[at : at + 2], "little") & ~CLIENT.SSL
-        payload[at : at + 2] = flags.to_bytes(2, "little")
-        client_w.write(header + payload)
-        await asyncio.gather(pipe(client_r, server_w), pipe(server_r, client_w))
+        try:
+            header = await server_r.readexactly(4)
+            size = int.from_bytes(header[:3], "little")
+            payload = bytearray(await server_r.readexactly(size))
+            at = payload.index(0, 1) + 1 + 4 + 8 + 1  # version, NUL, thread id, scramble, filler
+            flags = int.from_bytes(payload[at : at + 2], "little") & ~CLIENT.SSL
+            payload[at : at + 2] = flags.to_bytes(2, "little")
+            client_w.write(header + payload)
+            await asyncio.gather(pipe(client_r, server_w), pipe(server_r, client_w))
+        finally:
+            server_w.close()
 
     async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        writers.append(client_w)
         task = asyncio.current_task()
         if task is not None:
             tasks.add(task)
-        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
-            await relay(client_r, client_w)
+        try:
+            with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+                await relay(client_r, client_w)
+        finally:
+            client_w.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     try:
         yield int(server.sockets[0].getsockname()[1])
     finally:
         server.close()
-        for writer in writers:
-            writer.close()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for writer in writers:
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
         await server.wait_closed()
+        await asyncio.sleep(0)  # the closed transports' connection_lost callbacks run
 
 
 async def test_a_stripped_ssl_capability_fails_the_tls_required_modes(
