@@ -548,3 +548,59 @@ async def test_unopened_connector_refuses_work_and_closes_twice() -> None:
     await connector.__aexit__(None, None, None)
     with pytest.raises(ValueError, match="batch_size"):
         OracleConnector(descriptor(), batch_size=0)
+
+
+class _RowsCursor:
+    """An async cursor over ``rows`` that records ``arraysize`` at each ``fetchmany``."""
+
+    def __init__(self, rows: list[tuple[object, ...]]) -> None:
+        self.rows = rows
+        self.arraysize = self.prefetchrows = 0
+        self.fetches: list[tuple[int, int]] = []  # (size asked, arraysize then)
+        self.description = [
+            SimpleNamespace(type_code=oracledb.DB_TYPE_NUMBER, precision=10, scale=0),
+            SimpleNamespace(type_code=oracledb.DB_TYPE_VARCHAR, precision=0, scale=0),
+        ]
+
+    async def execute(self, _sql: str, _params: object = None, **_options: object) -> None:
+        pass
+
+    async def fetchmany(self, size: int) -> list[tuple[object, ...]]:
+        self.fetches.append((size, self.arraysize))
+        taken, self.rows = self.rows[:size], self.rows[size:]
+        return taken
+
+    def close(self) -> None:
+        pass
+
+
+async def test_stream_fetches_are_sized_by_bytes_and_arraysize_follows() -> None:
+    """``fetcher.adapters.batch_sizing``: a small first fetch, then about
+    ``BATCH_TARGET_BYTES`` of rows; the driver's round trips (``arraysize``, and
+    ``prefetchrows`` for the first) ask for no more."""
+    from fetcher.adapters.batch_sizing import BATCH_TARGET_BYTES, FIRST_BATCH_ROWS
+
+    width = 100_000
+    cursor = _RowsCursor([(n, "w" * width) for n in range(100)])
+
+    class Conn:
+        async def rollback(self) -> None:
+            pass
+
+        def cursor(self) -> _RowsCursor:
+            return cursor
+
+    connector = OracleConnector(descriptor(), batch_size=2_000)
+    connector._conn = Conn()  # type: ignore[assignment]
+    ident = Column("ID", TypeFamily.INTEGER, "NUMBER")
+    table = TableSchema("APP", "WIDE", (ident, NAME))
+    query = TableQuery(table, (ident, NAME))
+    rows = [row async for batch in connector.stream(query) for row in batch]
+    assert [row["ID"] for row in rows] == list(range(100))
+    assert cursor.prefetchrows == FIRST_BATCH_ROWS
+    per_batch = BATCH_TARGET_BYTES // (width + 8)
+    assert cursor.fetches[:3] == [
+        (FIRST_BATCH_ROWS, FIRST_BATCH_ROWS),
+        (per_batch, per_batch),
+        (per_batch, per_batch),
+    ]

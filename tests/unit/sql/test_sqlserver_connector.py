@@ -504,3 +504,39 @@ async def test_cancelling_the_close_propagates_and_still_closes() -> None:
             break
         await asyncio.sleep(0.01)
     assert events == ["fetched", "close"]
+
+
+class _RowsCursor:
+    """A forward-only cursor over ``rows`` that records each ``fetchmany`` size."""
+
+    def __init__(self, rows: list[tuple[object, ...]]) -> None:
+        self.rows = rows
+        self.sizes: list[int] = []
+        self.description = [("id",), ("Name",)]
+
+    def execute(self, _sql: str, *_params: object) -> None:
+        pass
+
+    def fetchmany(self, size: int) -> list[tuple[object, ...]]:
+        self.sizes.append(size)
+        taken, self.rows = self.rows[:size], self.rows[size:]
+        return taken
+
+    def close(self) -> None:
+        pass
+
+
+async def test_stream_fetches_are_sized_by_bytes() -> None:
+    """``fetcher.adapters.batch_sizing``: a small first fetch, then about
+    ``BATCH_TARGET_BYTES`` of rows, never more than ``batch_size``."""
+    from fetcher.adapters.batch_sizing import BATCH_TARGET_BYTES, FIRST_BATCH_ROWS
+
+    width = 100_000
+    cursor = _RowsCursor([(n, "w" * width) for n in range(100)])
+    connector = SqlServerConnector(descriptor(), batch_size=2_000)
+    connector._conn = type("Conn", (), {"cursor": lambda self: cursor})()
+    table = TableSchema("dbo", "wide", (ID, NAME))
+    rows = [row async for batch in connector.stream(TableQuery(table, (ID, NAME))) for row in batch]
+    assert [row["id"] for row in rows] == list(range(100))
+    per_batch = BATCH_TARGET_BYTES // (width + 8)
+    assert cursor.sizes[:3] == [FIRST_BATCH_ROWS, per_batch, per_batch]
