@@ -416,6 +416,23 @@ def filtered_part(worker: FetcherProcesses, database: str) -> dict[str, Any]:
     }
 
 
+def _fresh_table_job(
+    worker: FetcherProcesses, prefix: str, sql: str, table: str, columns: list[str]
+) -> JobFigure:
+    """One job on ``table`` of a scratch database made by ``sql`` (dropped after); it must
+    complete."""
+    database = create_postgres(prefix, sql)
+    try:
+        worker.connect_postgres("bench_fresh", database)
+        figure = worker.job({"bench_fresh": {table: columns}}, None)
+        worker.delete_connection("bench_fresh")
+    finally:
+        drop_postgres(database)
+    if figure.status != "completed":
+        raise RuntimeError(f"{prefix} job ended {figure.status}: {figure.error}")
+    return figure
+
+
 def scaling_part(worker: FetcherProcesses) -> dict[str, Any]:
     """Peak Worker RSS per size: one job per size on a fresh table, narrow columns."""
     idle = vm_hwm_mib(worker.pid)
@@ -426,15 +443,8 @@ def scaling_part(worker: FetcherProcesses) -> dict[str, Any]:
     )
     figures = []
     for rows in SCALING:
-        database = create_postgres(f"scale{rows}", _PG_LEDGER.format(rows=rows))
-        try:
-            worker.connect_postgres("bench_scale", database)
-            figure = worker.job({"bench_scale": {"ledger": list(NARROW)}}, None)
-            worker.delete_connection("bench_scale")
-        finally:
-            drop_postgres(database)
-        if figure.status != "completed":
-            raise RuntimeError(f"scaling job at {rows} rows ended {figure.status}: {figure.error}")
+        ledger = _PG_LEDGER.format(rows=rows)
+        figure = _fresh_table_job(worker, f"scale{rows}", ledger, "ledger", list(NARROW))
         figures.append(
             {
                 "rows": rows,
@@ -464,19 +474,11 @@ def wide_part(worker: FetcherProcesses) -> dict[str, Any]:
     figures = []
     for width in WIDE:
         rows = WIDE_BYTES // width
-        database = create_postgres(
-            f"wide{width}",
+        sql = (
             f"CREATE TABLE wide (id integer, body text); INSERT INTO wide SELECT g, "
-            f"repeat(md5(g::text), {width // 32}) FROM generate_series(1, {rows}) AS g;",
+            f"repeat(md5(g::text), {width // 32}) FROM generate_series(1, {rows}) AS g;"
         )
-        try:
-            worker.connect_postgres("bench_wide", database)
-            figure = worker.job({"bench_wide": {"wide": ["id", "body"]}}, None)
-            worker.delete_connection("bench_wide")
-        finally:
-            drop_postgres(database)
-        if figure.status != "completed":
-            raise RuntimeError(f"wide job at {width} ended {figure.status}: {figure.error}")
+        figure = _fresh_table_job(worker, f"wide{width}", sql, "wide", ["id", "body"])
         figures.append(
             {"width": width, "rows": rows, "peak_rss_mib": figure.peak_rss_mib,
              "seconds": figure.seconds, "bytes": figure.size}

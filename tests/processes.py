@@ -1,5 +1,5 @@
-"""Process trees read from ``/proc`` (Linux): the tests that check which helper processes a
-Fetcher process starts, and that none outlives it."""
+"""Processes read from ``/proc`` (Linux): the tests that check which helper processes a
+Fetcher process starts, that none outlives it, and how much memory it holds."""
 
 from __future__ import annotations
 
@@ -38,3 +38,11 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def status_kib(pid: int, key: str) -> int:
+    """A ``/proc/<pid>/status`` figure in kiB (``VmRSS``, ``VmHWM``, …)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {key} line for pid {pid}")

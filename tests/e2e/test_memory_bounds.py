@@ -28,6 +28,7 @@ import pytest_asyncio
 from fetcher.cli.demo_data import build_sample_database
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import embedded_fetcher, eventually
+from tests.processes import status_kib
 
 pytestmark = E2E
 
@@ -45,10 +46,7 @@ READERS = 3
 
 def vm_rss(pid: int) -> int:
     """``VmRSS`` of ``pid`` in bytes, from ``/proc/<pid>/status``."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS line for pid {pid}")
+    return status_kib(pid, "VmRSS") * 1024
 
 
 @pytest_asyncio.fixture(loop_scope="session")

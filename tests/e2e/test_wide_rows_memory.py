@@ -34,6 +34,7 @@ from tests.e2e.harness import (
     derive_cli_key,
     embedded_fetcher,
 )
+from tests.processes import status_kib
 from tests.services import mongo_database, mongodb_connection, mysql_connection
 
 pytestmark = E2E
@@ -44,13 +45,6 @@ ROWS = 600
 WIDTH = 200_000
 #: The peak may grow by less than this while one such document is extracted.
 GROWTH_BOUND = ROWS * WIDTH // 3
-
-
-def _status_kib(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{key}:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no {key} line for pid {pid}")
 
 
 @dataclass(frozen=True)
@@ -64,10 +58,10 @@ class Embedded:
         """The stored document of one job over ``table`` and the growth of the process's
         peak RSS (bytes) while it ran."""
         Path(f"/proc/{self.host.pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
-        before = _status_kib(self.host.pid, "VmHWM")
+        before = status_kib(self.host.pid, "VmHWM")
         job_id = await self.api.submit({datasource: {table: ["id", "body"]}})
         job = await self.api.wait_terminal(job_id, within=120)
-        growth = (_status_kib(self.host.pid, "VmHWM") - before) * 1024
+        growth = (status_kib(self.host.pid, "VmHWM") - before) * 1024
         assert job["status"] == "completed", job
         stored = (self.objects / str(job["resultPath"])).read_bytes()
         return decrypt_result_object(derive_cli_key("storage"), stored), growth

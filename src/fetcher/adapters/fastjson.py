@@ -50,6 +50,7 @@ from fetcher.engine.kit import (
     Row,
     RowBatch,
     encode_float,
+    naming_column,
 )
 from fetcher.engine.kit import parse_json_column as _parse_json_column
 
@@ -211,10 +212,8 @@ def parse_json_columns(
     parsed = list(columns)
     for index, canonical_ints in json_texts.items():
         texts: Sequence[str | None] = parsed[index]  # type: ignore[assignment]
-        try:
+        with naming_column(names[index] if names else None):
             parsed[index] = parse_json_column(texts, canonical_ints=canonical_ints)
-        except JsonDepthError as exc:
-            raise exc.located(column=names[index] if names else None) from None
     return parsed
 
 

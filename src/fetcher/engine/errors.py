@@ -9,6 +9,8 @@ process (§8.7).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from typing import Final
 
@@ -18,6 +20,7 @@ __all__ = [
     "JsonDepthError",
     "MAX_ERROR_TEXT",
     "MAX_JSON_DEPTH",
+    "naming_column",
     "query_error",
 ]
 
@@ -137,6 +140,16 @@ class JsonDepthError(Exception):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (_rebuild_depth_error, (self.column, self.table))
+
+
+@contextmanager
+def naming_column(name: str | None) -> Iterator[None]:
+    """Converting one column: a :class:`JsonDepthError` raised inside names ``name`` as its
+    column (where it does not know one yet)."""
+    try:
+        yield
+    except JsonDepthError as exc:
+        raise exc.located(column=name) from None
 
 
 def _rebuild_depth_error(column: str | None, table: str | None) -> JsonDepthError:

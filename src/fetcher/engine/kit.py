@@ -9,7 +9,7 @@ It is not a public API: it may change with the engine.
 """
 
 from fetcher.engine.document import ROW_DEPTH, RowBatch
-from fetcher.engine.errors import MAX_JSON_DEPTH, JsonDepthError, query_error
+from fetcher.engine.errors import MAX_JSON_DEPTH, JsonDepthError, naming_column, query_error
 from fetcher.engine.filters.ast import BoundFieldFilter, FilterSpec
 from fetcher.engine.filters.mongo import check_mongo_field, render_mongo_filter
 from fetcher.engine.filters.parse import (
@@ -113,6 +113,7 @@ __all__ = [
     # nesting depth (§5.3 nested values; see MAX_JSON_DEPTH) and the §4.5 query failure
     "MAX_JSON_DEPTH",
     "JsonDepthError",
+    "naming_column",
     "on_fresh_stack",
     "query_error",
     "too_deep_member",

@@ -73,7 +73,6 @@ from fetcher.engine.kit import (
     Column,
     DiscoveredSchema,
     EngineType,
-    JsonDepthError,
     Row,
     TableQuery,
     TableSchema,
@@ -82,6 +81,7 @@ from fetcher.engine.kit import (
     dialect_for,
     encode_bytes,
     encode_value,
+    naming_column,
     parse_json_exact_fractions,
     render_select,
 )
@@ -336,10 +336,8 @@ def _columns(
     ``JsonDepthError`` naming its column."""
     columns: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else [()] * len(names)
     for index, convert in converters:
-        try:
+        with naming_column(names[index]):
             columns[index] = convert(columns[index])
-        except JsonDepthError as exc:
-            raise exc.located(column=names[index]) from None
     return columns
 
 

@@ -72,6 +72,7 @@ from fetcher.engine.kit import (
     encode_text,
     encode_timedelta,
     encode_value,
+    naming_column,
     quote_identifier,
     render_select,
     with_stack_retry,
@@ -444,10 +445,8 @@ def batch_columns(
     columns = list(zip(*rows, strict=True))
     converted: list[Sequence[object]] = []
     for index, (convert, values) in enumerate(zip(converters, columns, strict=True)):
-        try:
+        with naming_column(names[index] if names else None):
             converted.append(convert(values))
-        except JsonDepthError as exc:
-            raise exc.located(column=names[index] if names else None) from None
     return converted
 
 

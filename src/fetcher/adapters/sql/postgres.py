@@ -59,7 +59,6 @@ from fetcher.engine.kit import (
     Column,
     DiscoveredSchema,
     EngineType,
-    JsonDepthError,
     Row,
     TableQuery,
     TableSchema,
@@ -73,6 +72,7 @@ from fetcher.engine.kit import (
     encode_interval,
     encode_time,
     encode_value,
+    naming_column,
     parse_json_exact_fractions,
     render_select,
 )
@@ -514,10 +514,8 @@ def _columns(
     too deep raises ``JsonDepthError`` naming its column (of ``names``)."""
     columns: list[Sequence[object]] = list(zip(*rows, strict=True))
     for index, convert in converters:
-        try:
+        with naming_column(names[index]):
             columns[index] = convert(columns[index])
-        except JsonDepthError as exc:
-            raise exc.located(column=names[index]) from None
     return columns
 
 
