@@ -14,7 +14,6 @@ from fetcher.services.errors import (
     ApiError,
     invalid_data_request,
     missing_fields,
-    unexpected_fields,
 )
 from fetcher.services.shapes import (
     MAX_VALIDATION_DATASOURCES,
@@ -24,6 +23,7 @@ from fetcher.services.shapes import (
     Invalid,
     is_field_list,
     name_problem,
+    reject_unknown_fields,
     wildcard_problem,
 )
 
@@ -60,9 +60,7 @@ def parse_schemas_param(raw: str | None) -> list[str] | None:
 
 def check_validation_body(body: Mapping[str, object]) -> ValidationTables:
     """§2.6.9 body checks in order; the first failing one raises its ``ApiError``."""
-    unknown = [key for key in body if key != "mappedFields"]
-    if unknown:
-        raise unexpected_fields(unknown)
+    reject_unknown_fields(body, {"mappedFields": None})
     mapped = body.get("mappedFields")
     if mapped is None:
         raise missing_fields(["mappedFields"])

@@ -34,7 +34,6 @@ from fetcher.services.errors import (
     invalid_header,
     invalid_payload,
     missing_fields,
-    unexpected_fields,
 )
 from fetcher.services.shapes import SQLITE, Invalid, TypeRules, rules_of
 from fetcher.services.sqlite_files import sqlite_location_ok
@@ -117,12 +116,7 @@ _KEPT = _KeptSecret()
 
 def check_connection_fields(body: Mapping[str, object]) -> None:
     """§2.6.1 step 3 / §2.6.5 step 3: unknown top-level or ``ssl`` properties → FET-0400."""
-    unknown = [key for key in body if key not in shapes.CONNECTION_FIELDS]
-    ssl = body.get("ssl")
-    if isinstance(ssl, dict):
-        unknown += [f"ssl.{key}" for key in ssl if key not in shapes.SSL_FIELDS]
-    if unknown:
-        raise unexpected_fields(unknown)
+    shapes.reject_unknown_fields(body, shapes.CONNECTION_KNOWN)
 
 
 def validate_connection_create(

@@ -22,7 +22,6 @@ from fetcher.services.errors import (
     invalid_data_request,
     invalid_filter_references,
     missing_fields,
-    unexpected_fields,
 )
 from fetcher.services.principal import ANONYMOUS, Principal
 from fetcher.services.request_hash import canonical_request, request_hash
@@ -31,10 +30,12 @@ from fetcher.services.shapes import (
     MAX_TABLE_NAME,
     SOURCE,
     Invalid,
+    KnownFields,
     is_field_list,
     metadata_error,
     metadata_problems,
     name_problem,
+    reject_unknown_fields,
     wildcard_problem,
 )
 
@@ -43,8 +44,11 @@ __all__ = ["MappedFields", "ValidatedJob", "validate_job_request"]
 #: ``{configName: {table: [field, …]}}`` as submitted.
 MappedFields = Mapping[str, Mapping[str, list[str]]]
 
-_TOP_LEVEL = frozenset({"dataRequest", "metadata"})
-_DATA_REQUEST = frozenset({"mappedFields", "filters", "limits"})
+#: §3.1 properties (step 3).
+_KNOWN: KnownFields = {
+    "dataRequest": {"mappedFields": None, "filters": None, "limits": dict.fromkeys(LIMIT_NAMES)},
+    "metadata": None,
+}
 _NO_FILTERS: FilterSpec = MappingProxyType({})
 
 
@@ -72,7 +76,7 @@ def validate_job_request(
 ) -> ValidatedJob:
     """Run §3.6 steps 3-12 on ``body`` against the configured maxima ``max_limits``, with
     step 10a (§12.4) for a product-restricted ``principal``."""
-    _check_unknown_properties(body)  # step 3
+    reject_unknown_fields(body, _KNOWN)  # step 3: top level, dataRequest and limits
     data_request, raw_mapped = _check_mapped_fields_present(body)  # steps 4, 4a
     mapped = _check_mapped_fields_shape(raw_mapped)  # step 5
     raw_limits = _non_empty_object(data_request.get("limits"), "limits")
@@ -92,22 +96,6 @@ def validate_job_request(
         raw_filters=raw_filters,
         raw_limits=raw_limits,
     )
-
-
-# --- step 3 -------------------------------------------------------------------------------
-
-
-def _check_unknown_properties(body: Mapping[str, object]) -> None:
-    """Step 3: unknown properties at the top level, in ``dataRequest`` and in ``limits``."""
-    unknown = [key for key in body if key not in _TOP_LEVEL]
-    data_request = body.get("dataRequest")
-    if isinstance(data_request, dict):
-        unknown += [f"dataRequest.{k}" for k in data_request if k not in _DATA_REQUEST]
-        limits = data_request.get("limits")
-        if isinstance(limits, dict):
-            unknown += [f"dataRequest.limits.{k}" for k in limits if k not in LIMIT_NAMES]
-    if unknown:
-        raise unexpected_fields(unknown)
 
 
 # --- steps 4 and 4a -----------------------------------------------------------------------

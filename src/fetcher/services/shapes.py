@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any, Generic, Literal, TypeGuard, TypeVar, cast, get_args
 
-from fetcher.services.errors import ApiError
+from fetcher.services.errors import ApiError, unexpected_fields
 from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.records import EventType
 
@@ -116,6 +116,33 @@ def required_fields(kind: str | None) -> list[str]:
         *(CREDENTIALS if rules.optional_credentials else ()),
     }
     return [name for name in CONNECTION_FIELDS if name not in left_out]
+
+
+#: An object's properties: each names the properties of its value where FET-0400 looks inside
+#: it too (an object), else ``None``.
+KnownFields = Mapping[str, "KnownFields | None"]
+#: §2.5 body (top level and ``ssl``).
+CONNECTION_KNOWN: KnownFields = {
+    **dict.fromkeys(CONNECTION_FIELDS),
+    "ssl": dict.fromkeys(SSL_FIELDS),
+}
+
+
+def reject_unknown_fields(body: Mapping[str, object], known: KnownFields) -> None:
+    """§2.1: properties ``known`` does not name → FET-0400, listing every such path (one
+    level's own before those inside its objects)."""
+    unknown = _unknown_paths(body, known, "")
+    if unknown:
+        raise unexpected_fields(unknown)
+
+
+def _unknown_paths(body: Mapping[str, object], known: KnownFields, prefix: str) -> list[str]:
+    unknown = [prefix + key for key in body if key not in known]
+    for key, inner in known.items():
+        value = body.get(key)
+        if inner is not None and isinstance(value, dict):
+            unknown += _unknown_paths(value, inner, f"{prefix}{key}.")
+    return unknown
 
 
 # --- limits (§2.5 metadata, §2.6.9, §3.2) -------------------------------------------------
