@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.adapters.sql.postgres import PostgresConnector
@@ -63,27 +63,27 @@ class SqlConnectorRegistry:
         if connection.type is EngineType.MYSQL:
             from fetcher.adapters.sql.mysql import MysqlConnector
 
-            return MysqlConnector(
-                connection, batch_size=self._batch_size, pinned_address=connection.pinned_address
-            )
+            return self._dialing(MysqlConnector, connection)
         if connection.type is EngineType.MONGODB:
             from fetcher.adapters.mongodb import MongoConnector
 
-            return MongoConnector(
-                connection, batch_size=self._batch_size, pinned_address=connection.pinned_address
-            )
+            return self._dialing(MongoConnector, connection)
         if connection.type is EngineType.SQL_SERVER:
             from fetcher.adapters.sql.sqlserver import SqlServerConnector
 
-            return SqlServerConnector(
-                connection, batch_size=self._batch_size, pinned_address=connection.pinned_address
-            )
+            return self._dialing(SqlServerConnector, connection)
         if connection.type is EngineType.ORACLE:
             from fetcher.adapters.sql.oracle import OracleConnector
 
-            return OracleConnector(
-                connection, batch_size=self._batch_size, pinned_address=connection.pinned_address
-            )
+            return self._dialing(OracleConnector, connection)
         raise EngineError(
             ErrorCategory.VALIDATION, f"datasource type {connection.type.value} is not supported"
+        )
+
+    def _dialing(
+        self, connector: Callable[..., Connector], connection: ConnectionDescriptor
+    ) -> Connector:
+        """A networked engine's connector, which dials the pinned address (§2.9.1 rule 3)."""
+        return connector(
+            connection, batch_size=self._batch_size, pinned_address=connection.pinned_address
         )
