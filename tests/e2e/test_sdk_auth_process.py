@@ -16,10 +16,12 @@ No token appears in the process's logs or in any command's output.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import sqlite3
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,3 +203,80 @@ async def test_result_get_reads_the_job_with_a_token(protected: Protected, tmp_p
     assert (code, out) == (2, "")
     assert "FET-0010" in err
     assert "set FETCHER_TOKEN" in err
+
+
+def _expiry(token: str) -> int:
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    expiry: int = claims["exp"]
+    return expiry
+
+
+async def test_events_tail_follows_a_rotated_token_file(tmp_path: Path) -> None:
+    """A long ``events tail --feed`` with ``FETCHER_TOKEN_FILE`` outlives its first token: the
+    file is read before every request, so the rotated token is sent once the first one has
+    expired (no leeway). With a token read once, the request after the expiry gets a 401 and
+    the command exits 2 before the third event."""
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    build_sample_database(allowed / "ledger.db")
+    admin = await asyncio.to_thread(dev_token, "--sub", SUB, "--scope", "fetcher:admin")
+    short = await asyncio.to_thread(
+        dev_token, "--sub", "tail", "--scope", "fetcher:events:read", "--ttl", "3s"
+    )
+    rotated = await asyncio.to_thread(dev_token, "--sub", "tail", "--scope", "fetcher:events:read")
+    token_file = tmp_path / "token"
+    token_file.write_text(short + "\n")
+    async with embedded_fetcher(
+        tmp_path, SQLITE_ALLOWED_DIR=str(allowed), AUTH_LEEWAY_SECONDS="0", **AUTH
+    ) as process:
+        url = process.base_url
+
+        def submit(n: int) -> str:
+            with FetcherClient(url, token=admin) as api:
+                if n == 1:
+                    api.create_connection(
+                        {
+                            "configName": "ledger",
+                            "type": "SQLITE",
+                            "databaseName": str(allowed / "ledger.db"),
+                        },
+                        product="payments",
+                    )
+                meta = {"source": "payments", "n": n}
+                job = api.submit({"ledger": {"accounts": ["*"]}}, metadata=meta).job_id
+                return api.wait(job, timeout=60)["id"]
+
+        jobs = [await asyncio.to_thread(submit, 1)]
+        tail = await asyncio.create_subprocess_exec(
+            FETCHER_BIN,
+            *("events", "tail", "--feed", url, "--after", "0", "--count", "3"),
+            env={
+                "PATH": "/usr/bin:/bin",
+                "APP_ENC_KEY": MASTER_KEY,
+                "FETCHER_TOKEN_FILE": str(token_file),
+            },
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert tail.stdout is not None
+            first = await asyncio.wait_for(tail.stdout.readline(), 30)
+            assert first.decode().split(" ")[1:3] == ["completed", jobs[0]]
+            replacement = tmp_path / "token.new"  # replaced whole, as a mounted token is
+            replacement.write_text(rotated + "\n")
+            replacement.replace(token_file)
+            await asyncio.sleep(max(0.0, _expiry(short) + 1.5 - time.time()))
+            jobs.append(await asyncio.to_thread(submit, 2))
+            jobs.append(await asyncio.to_thread(submit, 3))
+            out, err = await asyncio.wait_for(tail.communicate(), 60)
+        finally:
+            if tail.returncode is None:
+                tail.kill()
+                await tail.wait()
+    assert tail.returncode == 0, err.decode()
+    lines = [first.decode(), *out.decode().splitlines(keepends=True)]
+    assert [line.split(" ")[2] for line in lines] == jobs
+    for secret in (admin, short, rotated):
+        assert secret not in out.decode() + err.decode()

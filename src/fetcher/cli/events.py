@@ -9,9 +9,11 @@
   A repeated ``ce-id`` is acknowledged and not printed again.
 * ``--feed URL`` follows the Manager's event feed instead (``GET /v1/events`` long-polling).
   Against ``AUTH_MODE=jwt`` (§12) it needs a bearer token with ``fetcher:events:read``:
-  ``FETCHER_TOKEN`` (preferred: out of shell history and process lists), or ``--token``;
-  ``FETCHER_API_TOKEN`` is still read. The token is never printed. Feed items carry no
-  signature: the tenant, the schema version and the header/body agreement are still checked.
+  ``FETCHER_TOKEN`` (preferred: out of shell history and process lists), or ``--token``; or
+  a file holding it, ``--token-file`` or ``FETCHER_TOKEN_FILE``, read again before every
+  request (a rotated short-lived token is picked up); ``FETCHER_API_TOKEN`` is still read.
+  The token is never printed. Feed items carry no signature: the tenant, the schema version
+  and the header/body agreement are still checked.
 
 Output: ``<ce-time> completed <jobId> rows=<n> bytes=<n> path=<key>`` or
 ``<ce-time> failed <jobId> error=<json text>``; ``--json`` prints one compact JSON object per
@@ -32,7 +34,13 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from fetcher.cli.result import ConfigError, api_token, auth_hint, consumer_keys
+from fetcher.cli.result import (
+    ConfigError,
+    api_token,
+    auth_hint,
+    consumer_keys,
+    token_arguments,
+)
 from fetcher.client import AsyncFetcherClient, FetcherError
 from fetcher.consumer import (
     ConsumerKeys,
@@ -54,9 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="one JSON object per event")
     parser.add_argument("--feed", metavar="URL", help="follow the Manager's event feed at URL")
     parser.add_argument("--after", default="0", help="feed cursor to start after (with --feed)")
-    parser.add_argument(
-        "--token", help="bearer token for --feed (prefer FETCHER_TOKEN: no shell history)"
-    )
+    token_arguments(parser)  # for --feed
     parser.add_argument("--amqp", metavar="URL", help="broker URL (default: FETCHER_AMQP_URL)")
     parser.add_argument("--exchange", help="events exchange (RABBITMQ_JOB_EVENTS_EXCHANGE)")
     parser.add_argument("--queue", help="a durable queue of your own (default: exclusive)")
@@ -162,7 +168,7 @@ class _Tail:
     async def feed(self) -> None:
         args, status = self.args, self.status
         dedup = MemoryDeduplicator()
-        token = api_token(args.token, self.env)
+        token = api_token(args.token, self.env, explicit_file=args.token_file)
         if status.isatty():
             status.write(f"following {args.feed}/v1/events after {args.after} (unsigned feed)\n")
         async with AsyncFetcherClient(args.feed, token=token) as api:
@@ -240,7 +246,7 @@ def events_command(
     except KeyboardInterrupt:
         return 0
     except (FetcherError, OSError, ConnectionError) as exc:
-        hint = auth_hint(exc, args.token, env)
+        hint = auth_hint(exc, args.token or args.token_file, env)
         stderr.write(f"Error: {type(exc).__name__}: {exc}\n{hint}")
         return 2
     return 0

@@ -19,7 +19,8 @@ Configuration (the same variable names as the server where they exist):
   (the job's ``resultHmac``);
 * a Manager with ``AUTH_MODE=jwt`` (§12) needs a bearer token with ``fetcher:jobs:read``:
   ``FETCHER_TOKEN`` (preferred: it stays out of shell history and process lists), or
-  ``--token``; ``FETCHER_API_TOKEN`` is still read. The token is never printed.
+  ``--token``; or a file holding it, ``--token-file`` or ``FETCHER_TOKEN_FILE``;
+  ``FETCHER_API_TOKEN`` is still read. The token is never printed.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import stat
 import sys
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
 
@@ -50,7 +53,16 @@ from fetcher.consumer import (
 )
 from fetcher.crypto import MasterKeyError
 
-__all__ = ["ConfigError", "api_token", "auth_hint", "consumer_keys", "result_command"]
+__all__ = [
+    "ConfigError",
+    "TokenFile",
+    "TokenSource",
+    "api_token",
+    "auth_hint",
+    "consumer_keys",
+    "result_command",
+    "token_arguments",
+]
 
 EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTEGRITY = 1, 2, 3
 
@@ -78,28 +90,89 @@ def consumer_keys(env: Mapping[str, str], tenant: str | None) -> ConsumerKeys:
     )
 
 
-def api_token(explicit: str | None, env: Mapping[str, str]) -> str | None:
-    """The bearer token for the Manager API (§12.1): ``--token``, else ``FETCHER_TOKEN``, else
-    the older ``FETCHER_API_TOKEN``; surrounding whitespace dropped (a token read from a file
-    keeps its newline); None when none is set. A value that is no bearer credential is a
-    ConfigError that does not show it."""
-    for value in (explicit, env.get("FETCHER_TOKEN"), env.get("FETCHER_API_TOKEN")):
-        if value and value.strip():
-            try:
-                return checked_token(value.strip())
-            except ValueError:
-                raise ConfigError("FETCHER_TOKEN (or --token) is not a bearer token") from None
+#: What a token file may hold: the §12.2 limit is 8 KiB, with room for a newline or padding.
+TOKEN_FILE_MAX_BYTES = 16 * 1024
+TokenSource = str | Callable[[], str]
+
+
+def api_token(
+    explicit: str | None, env: Mapping[str, str], *, explicit_file: str | None = None
+) -> TokenSource | None:
+    """The bearer token for the Manager API (§12.1), from the first that is set of ``--token``,
+    ``--token-file``, ``FETCHER_TOKEN``, ``FETCHER_TOKEN_FILE`` and the older
+    ``FETCHER_API_TOKEN``; surrounding whitespace dropped; None when none is set. A token file
+    is read now (a missing or unusable file fails at the start) and again before every request,
+    so a rotated short-lived token (a mounted service-account token) is picked up by a long
+    ``events tail``. A value or file that holds no bearer credential is a ConfigError that
+    does not show it."""
+    for value, is_file in (
+        (explicit, False),
+        (explicit_file, True),
+        (env.get("FETCHER_TOKEN"), False),
+        (env.get("FETCHER_TOKEN_FILE"), True),
+        (env.get("FETCHER_API_TOKEN"), False),
+    ):
+        if not value or not value.strip():
+            continue
+        if is_file:
+            token_file = TokenFile(Path(value))
+            token_file()
+            return token_file
+        try:
+            return checked_token(value.strip())
+        except ValueError:
+            raise ConfigError("FETCHER_TOKEN (or --token) is not a bearer token") from None
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenFile:
+    """A file holding one bearer token, read again on every call: a regular file (a FIFO or a
+    device is refused, so a read cannot block or run on), at most
+    :data:`TOKEN_FILE_MAX_BYTES`. Errors name the path, never the content."""
+
+    path: Path
+
+    def __call__(self) -> str:
+        try:
+            data = self._read()
+        except OSError as exc:
+            raise ConfigError(f"cannot read the token file {self.path}: {exc.strerror}") from None
+        if len(data) > TOKEN_FILE_MAX_BYTES:
+            raise ConfigError(f"the token file {self.path} exceeds {TOKEN_FILE_MAX_BYTES} bytes")
+        try:
+            return checked_token(data.decode("utf-8").strip())
+        except (UnicodeDecodeError, ValueError):
+            raise ConfigError(f"the token file {self.path} holds no bearer token") from None
+
+    def _read(self) -> bytes:
+        """Up to one byte more than the limit, from a regular file only."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ConfigError(f"the token file {self.path} is not a regular file")
+            data = b""
+            while len(data) <= TOKEN_FILE_MAX_BYTES:
+                chunk = os.read(fd, TOKEN_FILE_MAX_BYTES + 1 - len(data))
+                if not chunk:
+                    break
+                data += chunk
+            return data
+        finally:
+            os.close(fd)
 
 
 def auth_hint(exc: BaseException, explicit: str | None, env: Mapping[str, str]) -> str:
     """A line saying what to do about a 401 (empty for any other error). It names the
-    variable, never the token."""
+    variable, never the token. ``explicit``: the ``--token`` or ``--token-file`` given."""
     if not isinstance(exc, AuthenticationError):
         return ""
-    if not (explicit or env.get("FETCHER_TOKEN") or env.get("FETCHER_API_TOKEN")):
+    if not (explicit or any(env.get(name) for name in _TOKEN_VARIABLES)):
         return "hint: the Manager requires a bearer token: set FETCHER_TOKEN (or --token)\n"
     return "hint: the Manager refused the token (expired, or another issuer or audience?)\n"
+
+
+_TOKEN_VARIABLES = ("FETCHER_TOKEN", "FETCHER_TOKEN_FILE", "FETCHER_API_TOKEN")
 
 
 def object_source(env: Mapping[str, str]) -> ObjectSource | S3Source:
@@ -126,10 +199,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--size", type=int, help="expected plaintext size in bytes")
     parser.add_argument("--api", help="Manager base URL (default: FETCHER_API_URL)")
     parser.add_argument("--tenant", help="use this tenant's keys (multi-tenant mode)")
+    token_arguments(parser)
+    return parser
+
+
+def token_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--token`` and ``--token-file`` (see :func:`api_token`)."""
     parser.add_argument(
         "--token", help="bearer token for the API (prefer FETCHER_TOKEN: no shell history)"
     )
-    return parser
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="a file holding the bearer token, read again before every request "
+        "(default: FETCHER_TOKEN_FILE)",
+    )
 
 
 def _is_job_id(text: str) -> bool:
@@ -148,7 +232,8 @@ def _reference(args: argparse.Namespace, env: Mapping[str, str]) -> ResultRef:
     api = args.api or env.get("FETCHER_API_URL", "")
     if not api:
         raise ConfigError("a job ID needs --api URL or FETCHER_API_URL")
-    with FetcherClient(api, token=api_token(args.token, env)) as client:
+    token = api_token(args.token, env, explicit_file=args.token_file)
+    with FetcherClient(api, token=token) as client:
         job = client.get_job(args.target)
     if job["status"] != "completed":
         raise ResultNotFoundError(f"job {args.target} is {job['status']}: it has no result")
@@ -234,6 +319,6 @@ def result_command(
         stderr.write(f"\nintegrity check failed: {exc}; nothing was written\n")
         return EXIT_INTEGRITY
     except (ResultError, FetcherError, OSError) as exc:
-        stderr.write(f"\nError: {exc}\n{auth_hint(exc, args.token, env)}")
+        stderr.write(f"\nError: {exc}\n{auth_hint(exc, args.token or args.token_file, env)}")
         return EXIT_UNAVAILABLE
     return 0

@@ -4,11 +4,21 @@ writes nothing (the real-stack path is in tests/e2e/test_result_command.py)."""
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
+
+import pytest
 
 from fetcher.cli import main
 from fetcher.cli.events import events_command
-from fetcher.cli.result import api_token, auth_hint, result_command
+from fetcher.cli.result import (
+    TOKEN_FILE_MAX_BYTES,
+    ConfigError,
+    TokenFile,
+    api_token,
+    auth_hint,
+    result_command,
+)
 from fetcher.client import AuthenticationError, PermissionDeniedError
 from fetcher.consumer import ConsumerKeys
 from tests.unit.consumer.conftest import MASTER_KEY, document_bytes, store_document
@@ -102,3 +112,82 @@ def test_the_hint_names_the_variable_only_for_a_401() -> None:
     assert "t0ken" not in refused
     forbidden = PermissionDeniedError(403, "FET-0011", "Forbidden", "token lacks scope x")
     assert auth_hint(forbidden, "t0ken", {}) == ""
+
+
+# --- token files (--token-file, FETCHER_TOKEN_FILE) -------------------------------------------
+
+
+def test_token_sources_in_order_and_a_file_read_on_every_call(tmp_path: Path) -> None:
+    flag_file, env_file = tmp_path / "flag.jwt", tmp_path / "env.jwt"
+    flag_file.write_text("from-flag-file\n")
+    env_file.write_text("  from-env-file  \n")
+    env = {"FETCHER_TOKEN_FILE": str(env_file), "FETCHER_API_TOKEN": "older"}
+    assert api_token("flag", env, explicit_file=str(flag_file)) == "flag"
+    from_flag = api_token(None, {**env, "FETCHER_TOKEN": "t"}, explicit_file=str(flag_file))
+    assert isinstance(from_flag, TokenFile)
+    assert from_flag() == "from-flag-file"
+    assert api_token(None, {**env, "FETCHER_TOKEN": "t"}) == "t"
+    from_env = api_token(None, env)
+    assert isinstance(from_env, TokenFile)
+    assert from_env() == "from-env-file"
+    env_file.write_text("rotated\n")  # a rotated token is what the next request sends
+    assert from_env() == "rotated"
+    assert api_token(None, {"FETCHER_TOKEN_FILE": " ", "FETCHER_API_TOKEN": "older"}) == "older"
+
+
+def test_an_unusable_token_file_fails_at_the_start_naming_only_its_path(tmp_path: Path) -> None:
+    oversize = tmp_path / "big.jwt"
+    oversize.write_text("a" * (TOKEN_FILE_MAX_BYTES + 1))
+    wrong = tmp_path / "wrong.jwt"
+    wrong.write_text("two words\n")
+    binary = tmp_path / "binary.jwt"
+    binary.write_bytes(b"\xff\xfe")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # a reader would block on it until a writer came
+    cases = {
+        tmp_path / "missing.jwt": "cannot read the token file",
+        tmp_path: "is not a regular file",
+        fifo: "is not a regular file",
+        Path("/dev/zero"): "is not a regular file",  # a read would never end
+        oversize: f"exceeds {TOKEN_FILE_MAX_BYTES} bytes",
+        wrong: "holds no bearer token",
+        binary: "holds no bearer token",
+    }
+    for path, message in cases.items():
+        with pytest.raises(ConfigError) as refused:
+            api_token(None, {"FETCHER_TOKEN_FILE": str(path)})
+        assert message in str(refused.value), path
+        assert str(path) in str(refused.value)
+        assert "two words" not in str(refused.value)
+
+
+def test_a_token_file_that_breaks_mid_run_ends_the_command_with_its_error(tmp_path: Path) -> None:
+    token_file = tmp_path / "token.jwt"
+    token_file.write_text("good-token\n")
+    source = api_token(None, {}, explicit_file=str(token_file))
+    assert callable(source)
+    token_file.unlink()
+    with pytest.raises(ConfigError, match="cannot read the token file"):
+        source()
+
+
+def test_the_commands_take_a_token_file(tmp_path: Path) -> None:
+    job_id = "0190a1b2-0000-7000-8000-000000000001"
+    token_file = tmp_path / "token.jwt"
+    token_file.write_text("two words")
+    for command, argv in (
+        (result_command, ["get", job_id, "--api", "http://127.0.0.1:9"]),
+        (events_command, ["tail", "--feed", "http://127.0.0.1:9", "--count", "1"]),
+    ):
+        stderr = io.StringIO()
+        assert (
+            command([*argv, "--token-file", str(token_file)], env_for(tmp_path), stderr=stderr) == 1
+        )
+        assert f"the token file {token_file} holds no bearer token" in stderr.getvalue()
+        assert "two words" not in stderr.getvalue()
+
+
+def test_the_hint_counts_a_token_file_as_a_token() -> None:
+    unauthorized = AuthenticationError(401, "FET-0010", "Unauthorized", "missing or invalid")
+    assert "refused the token" in auth_hint(unauthorized, None, {"FETCHER_TOKEN_FILE": "/t"})
+    assert "refused the token" in auth_hint(unauthorized, "/path/of/--token-file", {})
