@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import math
 
 import pytest
 
-from fetcher.adapters.batch_sizing import FIRST_BATCH_ROWS
 from fetcher.engine.ports import TableQuery
 from fetcher.engine.types import TableSchema
+from tests.batches import narrow_batches
 from tests.contract.conftest import Harness
 from tests.contract.dataset import BULK, BULK_PAD, BULK_ROWS, ITEM_ROWS, ITEMS, SMALL_BATCH
 
@@ -27,20 +26,8 @@ async def test_rows_arrive_in_batches_of_the_configured_size(harness: Harness) -
     async with harness.connector(batch_size=SMALL_BATCH) as connector:
         async for batch in connector.stream(TableQuery(table, table.columns)):
             sizes.append(len(batch))
-    assert sum(sizes) == ITEM_ROWS
-    assert len(sizes) == math.ceil(ITEM_ROWS / SMALL_BATCH)
+    assert sizes == narrow_batches(ITEM_ROWS, SMALL_BATCH)
     assert max(sizes) == SMALL_BATCH
-
-
-def _narrow_batches(rows: int, batch_size: int) -> list[int]:
-    """The batch sizes of narrow rows (``fetcher.adapters.batch_sizing``): a small first fetch,
-    then ``batch_size``."""
-    sizes, size = [], min(FIRST_BATCH_ROWS, batch_size)
-    while rows > 0:
-        sizes.append(min(size, rows))
-        rows -= sizes[-1]
-        size = batch_size
-    return sizes
 
 
 async def test_a_large_table_streams_through_a_server_side_cursor(harness: Harness) -> None:
@@ -61,7 +48,7 @@ async def test_a_large_table_streams_through_a_server_side_cursor(harness: Harne
             total += len(batch)
             assert all(len(str(row[table.columns[1].name])) == BULK_PAD for row in batch)
     assert total == BULK_ROWS
-    assert sizes == _narrow_batches(BULK_ROWS, 500)
+    assert sizes == narrow_batches(BULK_ROWS, 500)
 
 
 async def _sessions_settle(h: Harness, want: int) -> int | None:

@@ -140,3 +140,51 @@ async def test_mongodb_wide_documents(embedded: Embedded) -> None:
         # A MongoDB server's reply holds up to 16 MiB of BSON whatever the batch size asked
         # for; the driver keeps it until it is read, so the bound is the reply's on top.
         _assert_every_row(*await embedded.extract(name, "wide"), bound=GROWTH_BOUND + 32 * MIB)
+
+
+#: One ``text`` value of this many characters, alone in its row.
+HUGE = 60_000_000
+#: Rows of megabytes: each alone is wider than a whole batch target.
+MEGA_ROWS, MEGA_WIDTH = 16, 8_000_000
+
+
+async def _pg_table(embedded: Embedded, databases: DatabaseFactory, rows: int, width: int) -> str:
+    """A connection to a fresh PostgreSQL table ``public.wide`` of ``rows`` × ``width``."""
+    source = databases.create(
+        f"fetcher_e2e_wide_{rows}",
+        f"CREATE TABLE public.wide (id integer, body text); INSERT INTO public.wide "
+        f"SELECT g, repeat(md5(g::text), {width // 32}) FROM generate_series(1, {rows}) g;",
+    )
+    name = f"wide_pg_{secrets.token_hex(3)}"
+    await embedded.api.create_connection(
+        name, source.name, password="unused", host=source.host, port=source.port
+    )
+    return name
+
+
+async def test_one_huge_value_is_held_a_few_times_only(
+    embedded: Embedded, databases: DatabaseFactory
+) -> None:
+    """A single value is fetched whole: the driver holds it about three times (libpq's input
+    buffer and result, the Python string) and the writer once more, encoded. Nothing past that
+    makes another whole copy: the document is sealed, encoded and stored a slice at a time
+    (it was held about ten times: the encoded bytes cut out of orjson's output, the writer's
+    join, the head prepended, the ciphertext, its base64 and the stored part)."""
+    name = await _pg_table(embedded, databases, 1, HUGE)
+    document, growth = await embedded.extract(name, "public.wide")
+    assert document.count(b'"body": "') == 1
+    assert len(document) > HUGE
+    print(f"one {HUGE / 1e6:.0f} MB value: peak RSS grew {growth / MIB:.0f} MiB")
+    assert growth < 5 * HUGE, f"peak RSS grew {growth / MIB:.0f} MiB"
+
+
+async def test_rows_of_megabytes_come_one_at_a_time(
+    embedded: Embedded, databases: DatabaseFactory
+) -> None:
+    """Before any row is seen, a fetch takes one row: rows of megabytes are never fetched
+    several at a time (the first fetch took eight)."""
+    name = await _pg_table(embedded, databases, MEGA_ROWS, MEGA_WIDTH)
+    document, growth = await embedded.extract(name, "public.wide")
+    assert document.count(b'"body": "') == MEGA_ROWS
+    print(f"{MEGA_ROWS} rows of {MEGA_WIDTH / 1e6:.0f} MB: peak RSS grew {growth / MIB:.0f} MiB")
+    assert growth < 6 * MEGA_WIDTH, f"peak RSS grew {growth / MIB:.0f} MiB"

@@ -24,8 +24,9 @@ __all__ = ["BATCH_TARGET_BYTES", "FIRST_BATCH_ROWS", "BatchSizer", "row_bytes"]
 
 #: About this many bytes of values per fetched batch.
 BATCH_TARGET_BYTES: Final = 1 * 1024 * 1024
-#: The first fetch of a stream, before any row has been seen.
-FIRST_BATCH_ROWS: Final = 8
+#: The first fetch of a stream, before any row has been seen: one row, since nothing bounds
+#: its width yet (eight rows of 15 MB were one 120 MB batch); narrow rows pay one more fetch.
+FIRST_BATCH_ROWS: Final = 1
 #: Rows of a batch that :meth:`BatchSizer.observe` measures (evenly spaced).
 _SAMPLE_ROWS: Final = 16
 #: Items of one container that :func:`row_bytes` visits; longer ones are extrapolated.

@@ -45,6 +45,7 @@ from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import Self
 
+from fetcher.adapters.batch_sizing import BATCH_TARGET_BYTES, row_bytes
 from fetcher.adapters.fastjson import (
     FastRowBatch,
     PreEncodedBatch,
@@ -53,6 +54,11 @@ from fetcher.adapters.fastjson import (
 )
 
 __all__ = ["BatchEncoder", "TextBatch", "encoded_batches"]
+
+#: A batch estimated above this many bytes (rows of megabytes, one huge value) is encoded in
+#: the host: through the child it would be copied twice more (its arguments and its result
+#: pickled across the pipe) while it gains nothing from the second core on its own.
+IN_HOST_BATCH_BYTES = 4 * BATCH_TARGET_BYTES
 
 #: One fetched batch for the encoder: its columns, with the JSON columns still as text, and
 #: those columns' indices → ``canonical_ints`` (see ``parse_json_column``).
@@ -193,7 +199,8 @@ async def encoded_batches(
     """Each batch of ``source`` (a connector's fetch) with its §5.4 bytes written by the encoder
     process, which parses the JSON text columns there: while it encodes one batch, the
     connector fetches the next (one batch ahead, so at most two are held). A batch the process
-    declines or fails on is parsed and encoded here: the same bytes.
+    declines or fails on, or one wider than :data:`IN_HOST_BATCH_BYTES`, is parsed and encoded
+    here: the same bytes.
     ``layout``: the column names and the indices of the JSON columns. Closing this generator
     cancels the batch in flight and closes ``source``."""
     names, json_columns = layout
@@ -201,8 +208,13 @@ async def encoded_batches(
     try:
         async for batch in source:
             columns, json_texts = batch
-            pending.append((batch, encoder.submit(names, columns, json_columns, json_texts)))
-            if len(pending) > 1:
+            future = None
+            if row_bytes(columns) <= IN_HOST_BATCH_BYTES:
+                future = encoder.submit(names, columns, json_columns, json_texts)
+            pending.append((batch, future))
+            # Fetching ahead only pays while the child encodes; a batch encoded here goes
+            # out before the next fetch, so a wide batch is never held beside another.
+            while len(pending) > (0 if future is None else 1):
                 yield await _finished(layout, *pending.popleft())
         while pending:
             yield await _finished(layout, *pending.popleft())

@@ -63,6 +63,8 @@ __all__ = [
 ]
 
 _NONE_TYPE: Final = type(None)
+#: orjson output from this size on is handed out as a view (see :func:`encode_rows`).
+_VIEW_FROM_BYTES: Final = 1024 * 1024
 #: orjson's layout (§5.4 Layout, keys sorted by code point), with every type it would write
 #: differently from §5.4 handed to :func:`_default` (dataclasses, datetimes, subclasses).
 _OPTIONS: Final = (
@@ -133,9 +135,10 @@ def _plain_names(names: Sequence[str]) -> bool:
     return bool(names) and all(type(n) is str for n in names) and len(set(names)) == len(names)
 
 
-def encode_rows(batch: RowBatch, depth: int) -> bytes | None:
+def encode_rows(batch: RowBatch, depth: int) -> bytes | memoryview | None:
     """The §5.4 bytes of ``batch``'s rows as array elements at ``depth`` through orjson, or
-    ``None`` when a value is outside what orjson writes exactly."""
+    ``None`` when a value is outside what orjson writes exactly. Beyond
+    :data:`_VIEW_FROM_BYTES`, a view of orjson's output, which cutting out would copy whole."""
     if depth < 1 or not batch or not _plain_names(batch.names):
         return None
     columns = []
@@ -156,7 +159,8 @@ def encode_rows(batch: RowBatch, depth: int) -> bytes | None:
         return None
     # "[\n  [\n    {...},\n    {...}\n  ]\n]": only brackets and layout surround the rows, whose
     # first and last bytes are their own braces (a row always has members, see _plain_names)
-    return data[data.index(b"{") : data.rindex(b"}") + 1]
+    start, end = data.index(b"{"), data.rindex(b"}") + 1
+    return data[start:end] if len(data) < _VIEW_FROM_BYTES else memoryview(data)[start:end]
 
 
 class FastRowBatch(RowBatch):
@@ -166,7 +170,7 @@ class FastRowBatch(RowBatch):
 
     __slots__ = ()
 
-    def encoded_rows(self, depth: int) -> bytes | None:
+    def encoded_rows(self, depth: int) -> bytes | memoryview | None:
         """See :func:`encode_rows`; ``None`` leaves the batch to the engine's encoder."""
         return encode_rows(self, depth)
 
@@ -232,8 +236,8 @@ def encode_batch_columns(
         parsed = parse_json_columns(columns, json_texts)
     except JsonDepthError:
         return None
-    batch = FastRowBatch(names, parsed, json_columns=json_columns)
-    return encode_rows(batch, ROW_DEPTH)
+    encoded = encode_rows(FastRowBatch(names, parsed, json_columns=json_columns), ROW_DEPTH)
+    return bytes(encoded) if isinstance(encoded, memoryview) else encoded  # crosses a pipe
 
 
 class PreEncodedBatch(FastRowBatch):
@@ -265,7 +269,7 @@ class PreEncodedBatch(FastRowBatch):
             self._json_texts = {}
         return self._columns
 
-    def encoded_rows(self, depth: int) -> bytes | None:
+    def encoded_rows(self, depth: int) -> bytes | memoryview | None:
         return self._encoded if depth == ROW_DEPTH else encode_rows(self, depth)
 
     @overload

@@ -96,14 +96,18 @@ class EncryptedSpool:
         return self._size
 
     async def write(self, data: bytes) -> None:
+        """Taken a record's worth at a time, so that a large write (one huge value) is never
+        copied whole into the buffer once the spool is on disk."""
         if self._sealed:
             raise RuntimeError("spool is sealed: it was read already")
-        self._buffer += data
         self._size += len(data)
-        if self._fd is None and len(self._buffer) <= self._memory_bytes:
-            return
-        if len(self._buffer) >= RECORD_BYTES or self._fd is None:
-            await asyncio.to_thread(self._flush, False)
+        with memoryview(data) as view:
+            for start in range(0, len(view), RECORD_BYTES):
+                self._buffer += view[start : start + RECORD_BYTES]
+                if self._fd is None and len(self._buffer) <= self._memory_bytes:
+                    continue
+                if len(self._buffer) >= RECORD_BYTES or self._fd is None:
+                    await asyncio.to_thread(self._flush, False)
 
     def _open_file(self) -> tuple[int, bytes]:
         if self._directory is not None:

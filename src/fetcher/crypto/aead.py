@@ -146,7 +146,7 @@ class ObjectEncryptor:
         self._buffer = bytearray()
         self._finalized = False
 
-    def update(self, chunk: bytes) -> bytes:
+    def update(self, chunk: bytes | memoryview) -> bytes:
         """Encrypt ``chunk``; return the next base64 output (possibly empty)."""
         if self._finalized:
             raise RuntimeError("ObjectEncryptor already finalized")

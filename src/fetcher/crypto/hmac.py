@@ -25,7 +25,7 @@ class HmacStream:
     def __init__(self, key: bytes) -> None:
         self._mac = _hmac.new(key, digestmod=hashlib.sha256)
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: bytes | memoryview) -> None:
         """Add ``data`` to the MAC input."""
         self._mac.update(data)
 

@@ -365,6 +365,8 @@ _ROW_CLOSE: Final = "\n" + _INDENT * ROW_DEPTH + "}"
 _RAW_ROW_JOIN: Final = "}," + _MEMBER_START + "{"
 _ROW_JOIN: Final = _ROW_CLOSE + _ROW_SEPARATOR + _ROW_OPEN
 _ROW_SEPARATOR_BYTES: Final = _ROW_SEPARATOR.encode()
+#: The bytes a writer copies out of a large view per spool write.
+_VIEW_SLICE_BYTES: Final = 1024 * 1024
 _DICT_TYPE: Final = frozenset({dict})
 _NONE_TYPE: Final = type(None)
 _INT_COLUMN: Final = frozenset({int, _NONE_TYPE})
@@ -387,14 +389,15 @@ class SelfEncodingRows(Protocol):
     engine encodes the batch itself. Declining is always correct, never an error.
     """
 
-    def encoded_rows(self, depth: int) -> bytes | None:
+    def encoded_rows(self, depth: int) -> bytes | memoryview | None:
         """The UTF-8 §5.4 text of the rows as array elements at ``depth``: each row object with
         its opening brace at ``depth`` (no leading indentation, the closing brace indented to
-        ``depth``), rows joined by ``",\n"`` plus the indentation of ``depth``; or ``None``."""
+        ``depth``), rows joined by ``",\n"`` plus the indentation of ``depth``; or ``None``.
+        A view (of a larger buffer) spares a large text its copy."""
         ...
 
 
-def _rows_bytes(rows: Sequence[Row]) -> bytes:
+def _rows_bytes(rows: Sequence[Row]) -> bytes | memoryview:
     """The §5.4 UTF-8 bytes of ``rows`` at :data:`ROW_DEPTH`, separated as array elements.
 
     A :class:`SelfEncodingRows` batch writes itself when it accepts; the other paths are
@@ -570,7 +573,7 @@ class DatasourceWriter:
     def __init__(self, spool: Spool, *, buffer_bytes: int = 65536) -> None:
         self._spool = spool
         self._buffer_bytes = buffer_bytes
-        self._chunks: list[bytes] = []
+        self._chunks: list[bytes | memoryview] = []
         self._buffered = 0
         self._flushed = 0
         self._rows = 0
@@ -610,10 +613,23 @@ class DatasourceWriter:
             return
         prefix = _ROW_SEPARATOR_BYTES if self._table_rows else _ROW_SEPARATOR_BYTES[1:]
         self._append_bytes(prefix)
-        self._append_bytes(_rows_bytes(rows))
+        data = _rows_bytes(rows)
         self._table_rows += len(rows)
         self._rows += len(rows)
-        await self._maybe_flush()
+        if len(data) < self._buffer_bytes:
+            self._append_bytes(data)
+            await self._maybe_flush()
+            return
+        # At least a buffer's worth (wide rows, one huge value): written by itself after what
+        # is buffered, since joining it to the buffer would copy it whole; a view is copied out
+        # a slice at a time (the spool takes bytes).
+        await self._flush()
+        if isinstance(data, bytes):
+            await self._spool.write(data)
+        else:
+            for start in range(0, len(data), _VIEW_SLICE_BYTES):
+                await self._spool.write(bytes(data[start : start + _VIEW_SLICE_BYTES]))
+        self._flushed += len(data)
 
     async def close_table(self) -> None:
         """End the open table's array (``[]`` when it had no rows)."""
@@ -638,7 +654,7 @@ class DatasourceWriter:
     def _append(self, text: str) -> None:
         self._append_bytes(_to_utf8(text))
 
-    def _append_bytes(self, data: bytes) -> None:
+    def _append_bytes(self, data: bytes | memoryview) -> None:
         self._chunks.append(data)
         self._buffered += len(data)
 

@@ -85,7 +85,9 @@ class _DirectSpool:
     async def write(self, data: bytes) -> None:
         head, self._head = self._head, None
         self._size += len(data)
-        await self._sink.write(head + data if head is not None else data)
+        if head is not None:  # a write of its own: ``head + data`` would copy the data
+            await self._sink.write(head)
+        await self._sink.write(data)
 
     async def read(self) -> AsyncIterator[bytes]:
         """Nothing: the bytes are in the sink already (``write_document(start=1)``)."""

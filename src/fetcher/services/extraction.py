@@ -65,6 +65,10 @@ def object_key(job_id: str, prefix: str, tenant: str = "") -> str:
     return f"{prefix}/{key}" if prefix else key
 
 
+#: Plaintext encrypted per step by the result sink (§6.3 bytes do not depend on it).
+SEAL_SLICE_BYTES = 1024 * 1024
+
+
 class _EncryptingSink:
     """ResultSink: HMAC over the plaintext, streaming GCM, base64 into the object writer.
 
@@ -92,11 +96,16 @@ class _EncryptingSink:
         return self._writer
 
     async def write(self, chunk: bytes) -> None:
+        """Sealed :data:`SEAL_SLICE_BYTES` at a time: a chunk of any size (one huge value)
+        never has its ciphertext, base64 or object part made whole in memory."""
         writer = await self._writer_ready()
-        self._hmac.update(chunk)
-        out = self._encryptor.update(chunk)
-        if out:
-            await writer.write(out)
+        with memoryview(chunk) as view:
+            for start in range(0, len(view), SEAL_SLICE_BYTES):
+                piece = view[start : start + SEAL_SLICE_BYTES]
+                self._hmac.update(piece)
+                out = self._encryptor.update(piece)
+                if out:
+                    await writer.write(out)
 
     async def finish(self) -> str:
         """Write the GCM tag; return the hex HMAC of everything written."""

@@ -24,6 +24,7 @@ from fetcher.engine.ports import Row, TableQuery
 from fetcher.engine.testing import MemorySink
 from fetcher.engine.types import TableSchema
 from fetcher.engine.values import ExactNumber, parse_json_exact_fractions
+from tests.batches import narrow_batches
 from tests.integration.sql.written import document_bytes
 
 pytestmark = pytest.mark.integration
@@ -128,7 +129,7 @@ async def test_streams_in_batches(pg_descriptor: object) -> None:
     async with PostgresConnector(pg_descriptor, batch_size=10) as pg:
         numbers = await table_named(pg, "numbers")
         batches = [list(b) async for b in pg.stream(TableQuery(numbers, numbers.columns))]
-    assert [len(b) for b in batches] == [8, 10, 7]  # a small first fetch (batch_sizing)
+    assert [len(b) for b in batches] == narrow_batches(25, 10)
     assert sorted(int(str(row["n"])) for b in batches for row in b) == list(range(1, 26))
 
 
@@ -265,7 +266,7 @@ async def test_batches_encoded_in_the_encoder_process_are_the_same_bytes(
         await _stream_bytes(pg_descriptor, "encoded_docs", encoder)  # encoded here meanwhile
         await asyncio.to_thread(encoder.start)  # returns once the child is up
         docs, docs_kinds = await _stream_bytes(pg_descriptor, "encoded_docs", encoder)
-        assert docs_kinds == ["PreEncodedBatch"] * 3  # 25 rows, one batch ahead
+        assert docs_kinds == ["PreEncodedBatch"] * len(narrow_batches(25, 10))
         assert docs == (await _stream_bytes(pg_descriptor, "encoded_docs", None))[0]
         assert b'"z": -0' in docs  # json keeps its text
         for table in ("typed", "moments"):  # values orjson declines: encoded here, same bytes
@@ -375,7 +376,7 @@ async def test_json_nested_at_the_bound_is_extracted_byte_for_byte(
     in_child = await _run_job(deep_tables, "at_bound", batch_encoder)
     assert in_process == in_child == reference
     _, kinds = await _stream_bytes(deep_tables, "at_bound", batch_encoder)
-    assert kinds == ["PreEncodedBatch"] * 3  # the child wrote them (25 rows, 10 a batch)
+    assert kinds == ["PreEncodedBatch"] * len(narrow_batches(25, 10))  # the child wrote them
     document = json.loads(in_process)
     assert document["pg"]["at_bound"][0]["js"] == json.loads(texts[0][2])
     assert b"1.0e2" in in_process  # the json column keeps its number text

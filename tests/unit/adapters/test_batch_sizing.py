@@ -39,7 +39,8 @@ def test_row_bytes_is_bounded_work_on_deep_and_huge_values() -> None:
 
 def test_first_fetch_is_small_then_narrow_rows_take_the_maximum() -> None:
     sizer = BatchSizer(2_000)
-    assert sizer.rows == FIRST_BATCH_ROWS == 8
+    # One row first: before any row is seen, the widest possible batch is a single row.
+    assert sizer.rows == FIRST_BATCH_ROWS == 1
     seen = []
     for _ in range(3):
         sizer.observe([("id", "a" * 100)] * sizer.rows)
@@ -84,4 +85,4 @@ def test_sizes_must_be_positive(kwargs: dict[str, int]) -> None:
 
 
 def test_first_fetch_never_exceeds_the_maximum() -> None:
-    assert BatchSizer(5).rows == 5
+    assert BatchSizer(5, first_rows=8).rows == 5

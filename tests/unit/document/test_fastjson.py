@@ -32,7 +32,8 @@ from tests.unit.document.test_batches import _batches, _names, _reference, _text
 
 def _fast_rows(batch: RowBatch) -> bytes | None:
     """The batch's own bytes at the row depth (``None``: it declines)."""
-    return encode_rows(batch, ROW_DEPTH)
+    encoded = encode_rows(batch, ROW_DEPTH)
+    return None if encoded is None else bytes(encoded)
 
 
 def _fast(batch: RowBatch) -> FastRowBatch:

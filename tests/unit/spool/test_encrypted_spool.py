@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tracemalloc
 from pathlib import Path
 
 from fetcher.adapters.spool import RECORD_BYTES, EncryptedSpoolFactory
@@ -47,3 +48,19 @@ async def test_close_without_reading_discards_the_file(tmp_path: Path) -> None:
     assert len(list(tmp_path.iterdir())) == 1
     await spool.close()
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_one_large_write_is_never_buffered_whole(tmp_path: Path) -> None:
+    """A write of many records (one huge value) goes to disk a record at a time: the spool
+    allocates about two records beside the caller's bytes, not a copy of them."""
+    spool = EncryptedSpoolFactory(4096, str(tmp_path)).create()
+    payload = os.urandom(24 * RECORD_BYTES + 5)
+    tracemalloc.start()
+    try:
+        await spool.write(payload)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * RECORD_BYTES, f"{peak / RECORD_BYTES:.1f} records allocated"
+    assert await _collect(spool) == payload
+    await spool.close()

@@ -13,6 +13,7 @@ from fetcher.engine.errors import EngineError, ErrorCategory
 from fetcher.engine.filters.ast import BoundCondition, BoundFieldFilter, Operator
 from fetcher.engine.ports import Connector, Row, TableQuery
 from fetcher.engine.types import Column, DiscoveredSchema, TableSchema, TypeFamily
+from tests.batches import narrow_batches
 from tests.unit.sql.helpers import descriptor
 
 
@@ -42,6 +43,13 @@ async def read_all(
         found = table(await conn.discover([]), name)
         query = TableQuery(found, found.columns, filters)
         return [list(batch) async for batch in conn.stream(query)]
+
+
+async def read_rows(
+    path: Path, allowed: Path, name: str, filters: tuple[BoundFieldFilter, ...] = ()
+) -> list[Row]:
+    """Every row of the stream, whatever its batches."""
+    return [row for batch in await read_all(path, allowed, name, filters) for row in batch]
 
 
 def test_is_a_connector(database: Path, allowed_dir: Path) -> None:
@@ -122,7 +130,7 @@ def test_sqlite_family(declared: str, family: TypeFamily) -> None:
 
 
 async def test_values_are_encoded(database: Path, allowed_dir: Path) -> None:
-    (rows,) = await read_all(database, allowed_dir, "Accounts")
+    rows = await read_rows(database, allowed_dir, "Accounts")
     by_id = {row["id"]: row for row in rows}
     assert by_id[1] == {
         "id": 1,
@@ -155,18 +163,18 @@ async def test_invalid_utf8_text_is_replaced(allowed_dir: Path) -> None:
     db.execute("INSERT INTO t VALUES (CAST(X'61FF62' AS TEXT))")
     db.commit()
     db.close()
-    (rows,) = await read_all(path, allowed_dir, "t")
+    rows = await read_rows(path, allowed_dir, "t")
     assert rows == [{"s": "a\ufffdb"}]
 
 
 async def test_view_rows(database: Path, allowed_dir: Path) -> None:
-    (rows,) = await read_all(database, allowed_dir, "active_accounts")
+    rows = await read_rows(database, allowed_dir, "active_accounts")
     assert rows == [{"id": 1, "Name": "Ann"}, {"id": 4, "Name": "100%"}]
 
 
 async def test_streams_in_batches(database: Path, allowed_dir: Path) -> None:
     batches = await read_all(database, allowed_dir, "numbers", batch_size=10)
-    assert [len(b) for b in batches] == [8, 10, 7]  # a small first fetch (batch_sizing)
+    assert [len(b) for b in batches] == narrow_batches(25, 10)
     assert [row["n"] for batch in batches for row in batch] == list(range(25))
 
 
@@ -179,14 +187,14 @@ async def test_filters_narrow_rows(database: Path, allowed_dir: Path) -> None:
     between = BoundFieldFilter(
         born, (BoundCondition(Operator.BETWEEN, (date(2024, 1, 1), date(2024, 2, 28))),)
     )
-    (rows,) = await read_all(database, allowed_dir, "Accounts", (between,))
+    rows = await read_rows(database, allowed_dir, "Accounts", (between,))
     assert {r["id"] for r in rows} == {1, 2}
     like = BoundFieldFilter(name, (BoundCondition(Operator.LIKE, ("100\\%",)),))
-    (rows,) = await read_all(database, allowed_dir, "Accounts", (like,))
+    rows = await read_rows(database, allowed_dir, "Accounts", (like,))
     assert [r["id"] for r in rows] == [4]
     # SQLite LIKE follows the column collation: case-insensitive for ASCII.
     like_b = BoundFieldFilter(name, (BoundCondition(Operator.LIKE, ("B%",)),))
-    (rows,) = await read_all(database, allowed_dir, "Accounts", (like_b,))
+    rows = await read_rows(database, allowed_dir, "Accounts", (like_b,))
     assert [r["id"] for r in rows] == [2]
 
 
@@ -198,7 +206,7 @@ async def test_injection_like_values_are_harmless(database: Path, allowed_dir: P
     condition = BoundFieldFilter(name, (BoundCondition(Operator.IN, hostile),))
     batches = await read_all(database, allowed_dir, "Accounts", (condition,))
     assert batches == []
-    (rows,) = await read_all(database, allowed_dir, "Accounts")
+    rows = await read_rows(database, allowed_dir, "Accounts")
     assert len(rows) == 4
 
 
