@@ -11,6 +11,7 @@ from fetcher.engine.limits import DEFAULT_LIMITS, LIMIT_NAMES, Limits
 from fetcher.engine.model import ConnectionDescriptor, ExtractionRequest, ExtractionResult
 from fetcher.engine.planner import Plan, plan_request
 from fetcher.engine.ports import ConnectorRegistry, ResultSink, SpoolFactory
+from fetcher.engine.reuse import ReusedConnectors
 from fetcher.engine.runner import execute_plan
 from fetcher.engine.spool import MemorySpoolFactory
 
@@ -49,13 +50,21 @@ class Engine:
         self, request: ExtractionRequest, connections: Mapping[str, ConnectionDescriptor]
     ) -> Plan:
         """Discover and validate (§3.3, §3.4, §4.3 step 2)."""
+        return await self._plan(request, connections, self._registry)
+
+    async def _plan(
+        self,
+        request: ExtractionRequest,
+        connections: Mapping[str, ConnectionDescriptor],
+        registry: ConnectorRegistry,
+    ) -> Plan:
         self._check_limits(request.limits)
         missing = sorted(set(request.mapped_fields) - set(connections))
         if missing:
             raise EngineError(
                 ErrorCategory.NOT_FOUND, f"datasource '{missing[0]}' is not configured"
             )
-        return await plan_request(request, connections, self._registry)
+        return await plan_request(request, connections, registry)
 
     async def execute(
         self,
@@ -84,15 +93,31 @@ class Engine:
         request: ExtractionRequest,
         connections: Mapping[str, ConnectionDescriptor],
         sink: ResultSink,
+        *,
+        on_extracted: Callable[[], None] | None = None,
     ) -> ExtractionResult:
-        """Plan and execute under one ``timeoutSeconds`` deadline."""
+        """Plan and execute under one ``timeoutSeconds`` deadline, each datasource extracted on
+        the connection it was planned with (:mod:`fetcher.engine.reuse`); ``on_extracted`` as
+        in :meth:`execute`."""
         deadline_at = _deadline(request)
-        try:
-            async with asyncio.timeout_at(deadline_at):
-                plan = await self.plan(request, connections)
-        except TimeoutError:
-            raise EngineError(ErrorCategory.TIMEOUT, "execution exceeded its deadline") from None
-        return await self.execute(plan, sink, deadline_at=deadline_at)
+        first = sorted(request.mapped_fields)[: request.limits.max_concurrency]
+        keep = [connections[name] for name in first if name in connections]
+        async with ReusedConnectors(self._registry, keep) as registry:
+            try:
+                async with asyncio.timeout_at(deadline_at):
+                    plan = await self._plan(request, connections, registry)
+            except TimeoutError:
+                raise EngineError(
+                    ErrorCategory.TIMEOUT, "execution exceeded its deadline"
+                ) from None
+            return await execute_plan(
+                plan,
+                registry,
+                self._spools,
+                sink,
+                deadline_at=deadline_at,
+                on_extracted=on_extracted,
+            )
 
     def _check_limits(self, limits: Limits) -> None:
         for f in fields(Limits):

@@ -30,7 +30,6 @@ from fetcher.engine import (
     ErrorCategory,
     ExtractionRequest,
     ExtractionResult,
-    Plan,
 )
 from fetcher.engine.kit import parse_filters
 from fetcher.services.connections import descriptor_from_record
@@ -280,21 +279,15 @@ class ExtractionService:
         connections: Mapping[str, ConnectionDescriptor],
     ) -> str:
         loop = asyncio.get_running_loop()
-        deadline_at = loop.time() + request.limits.timeout_seconds
-        try:
-            async with asyncio.timeout_at(deadline_at):
-                plan = await self.engine.plan(request, connections)
-        except TimeoutError:
-            raise EngineError(ErrorCategory.TIMEOUT, "execution exceeded its deadline") from None
         key = object_key(job.id, self.key_prefix, job.tenant)
-        storage = asyncio.timeout(None)
+        storage = asyncio.timeout(None)  # §4.3: started once extraction and sizing are done
         recording = False
         try:
             async with storage:
                 result, result_hmac = await self._store_result(
-                    plan,
+                    request,
+                    connections,
                     (key, self.keys.for_tenant(job.tenant)),
-                    deadline_at,
                     lambda: storage.reschedule(loop.time() + self.storage_timeout),
                 )
                 recording = True
@@ -310,13 +303,14 @@ class ExtractionService:
 
     async def _store_result(
         self,
-        plan: Plan,
+        request: ExtractionRequest,
+        connections: Mapping[str, ConnectionDescriptor],
         target: tuple[str, KeySet],
-        deadline_at: float,
         start_storage_clock: Callable[[], None],
     ) -> tuple[ExtractionResult, str]:
-        """Execute into the object at ``target``'s key, sealed and MACed with its key set (the
-        job's tenant's); the object exists only if this returns."""
+        """Plan and execute (§4.3 steps 2-5, one connection per datasource) into the object at
+        ``target``'s key, sealed and MACed with its key set (the job's tenant's); the object
+        exists only if this returns."""
         key, keys = target
         async with AsyncExitStack() as stack:
 
@@ -324,8 +318,8 @@ class ExtractionService:
                 return await stack.enter_async_context(self.objects.open_writer(key))
 
             sink = _EncryptingSink(keys, open_writer, self.b64encode)
-            result = await self.engine.execute(
-                plan, sink, deadline_at=deadline_at, on_extracted=start_storage_clock
+            result = await self.engine.run(
+                request, connections, sink, on_extracted=start_storage_clock
             )
             result_hmac = await sink.finish()
         return result, result_hmac

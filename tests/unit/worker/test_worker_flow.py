@@ -19,7 +19,8 @@ MAPPED = {"pg": {"public.accounts": ["id", "balance"]}}
 
 
 async def test_a_job_completes_with_a_verified_object_and_one_signed_event(world: World) -> None:
-    job_id = await world.submit(MAPPED)
+    job_id = await world.submit(MAPPED)  # the Manager's live test connects once (§3.6)
+    connects = world.database.opened
     delivery = world.delivery()
     await world.handler.handle(delivery)
     assert delivery.outcome == "ack"
@@ -32,6 +33,9 @@ async def test_a_job_completes_with_a_verified_object_and_one_signed_event(world
         "pg": {"accounts": [{"balance": "10.50", "id": 1}, {"balance": "0.00", "id": 2}]}
     }
     assert hmac_hex(world.keys.external_hmac, plaintext) == job.result_hmac
+    # §4.3 steps 2-3 on one connection: planned and extracted without a second connect
+    assert world.database.opened == connects + 1
+    assert world.database.closed == world.database.opened
     assert await world.relay.drain_all() == 1
     ((routing_key, body, headers),) = world.publisher.events
     assert routing_key == "job.completed"
