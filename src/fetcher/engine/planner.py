@@ -26,7 +26,7 @@ from fetcher.engine.names import (
     normalize_field,
     parse_table_key,
 )
-from fetcher.engine.ports import ConnectorRegistry, TableQuery
+from fetcher.engine.ports import ConnectorRegistry, TableQuery, discover_named
 from fetcher.engine.types import Column, DiscoveredSchema, EngineType, TableSchema
 
 __all__ = ["DatasourcePlan", "Plan", "TablePlan", "plan_request"]
@@ -131,8 +131,9 @@ async def _plan_datasource(
             parsed.append((parse_table_key(engine, key, name), fields))
         except EngineError as exc:
             state.issues.append(exc.message)
+    scope = discovery_scope(engine, (t for t, _ in parsed))
     async with registry.connector_for(connection) as connector:
-        discovered = await connector.discover(discovery_scope(engine, (t for t, _ in parsed)))
+        discovered = await discover_named(connector, scope, [t.name for t, _ in parsed])
     _check_table_count(request, state, len(tables))
     _plan_tables(request, state, discovered, parsed)
     _plan_filters(request, state, discovered)

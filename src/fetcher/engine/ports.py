@@ -20,11 +20,13 @@ __all__ = [
     "Clock",
     "Connector",
     "ConnectorRegistry",
+    "NamedDiscovery",
     "ResultSink",
     "Row",
     "Spool",
     "SpoolFactory",
     "TableQuery",
+    "discover_named",
 ]
 
 #: One result row: catalog column name → a JSON-ready value already encoded per §5.3
@@ -81,6 +83,31 @@ class Connector(Protocol):
         """Yield the table's rows in batches, through a server-side cursor, each row keyed by
         the catalog spelling of the projected columns and encoded per §5.3."""
         ...
+
+
+@runtime_checkable
+class NamedDiscovery(Protocol):
+    """A connector that can discover only the tables a job names (an optional capability).
+
+    A job names a few tables; a schema may hold thousands, and discovering all of them made
+    planning grow with the schema (2,000 tables: about 100 ms a job on PostgreSQL). The result
+    MUST hold every table of ``schemas`` that §3.3 catalog matching (``find_table``) could match
+    to one of ``names`` (as requested), with all its columns; it MAY hold others. A connector
+    without this method is asked for whole schemas (:func:`discover_named`).
+    """
+
+    async def discover_tables(
+        self, schemas: Sequence[str], names: Sequence[str]
+    ) -> DiscoveredSchema: ...
+
+
+async def discover_named(
+    connector: Connector, schemas: Sequence[str], names: Sequence[str]
+) -> DiscoveredSchema:
+    """``schemas`` discovered for the tables ``names`` (:class:`NamedDiscovery`), or whole."""
+    if isinstance(connector, NamedDiscovery):
+        return await connector.discover_tables(schemas, names)
+    return await connector.discover(schemas)
 
 
 class ConnectorRegistry(Protocol):

@@ -24,7 +24,13 @@ from types import TracebackType
 from typing import Self
 
 from fetcher.engine.model import ConnectionDescriptor
-from fetcher.engine.ports import Connector, ConnectorRegistry, Row, TableQuery
+from fetcher.engine.ports import (
+    Connector,
+    ConnectorRegistry,
+    Row,
+    TableQuery,
+    discover_named,
+)
 from fetcher.engine.types import DiscoveredSchema
 
 __all__ = ["ReusedConnectors"]
@@ -118,6 +124,11 @@ class _Lease:
 
     async def discover(self, schemas: Sequence[str]) -> DiscoveredSchema:
         return await self._open().discover(schemas)
+
+    async def discover_tables(
+        self, schemas: Sequence[str], names: Sequence[str]
+    ) -> DiscoveredSchema:
+        return await discover_named(self._open(), schemas, names)
 
     def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
         return self._open().stream(query)

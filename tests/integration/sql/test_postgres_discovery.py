@@ -91,3 +91,25 @@ async def test_families(pg: PostgresConnector) -> None:
     assert families["flag"][0] is TypeFamily.BOOLEAN
     assert families["big"][0] is TypeFamily.INTEGER
     assert families["ip"] == (TypeFamily.OTHER, "inet")
+
+
+async def test_named_discovery_is_whole_discovery_cut_to_the_exact_names(
+    pg: PostgresConnector,
+) -> None:
+    """``discover_tables`` (the planner's fast path) holds exactly the tables of the scope that
+    carry one of the names, spelled exactly (PostgreSQL catalog matching is exact, §3.3), each
+    with the same columns as whole discovery; names that match nothing add nothing."""
+    scope = ["accounting", "public", "Other"]
+    whole = await pg.discover(scope)
+    asked = ["MixedCase", "people_names", "invoices", "hidden", "mixedcase", "nope", "pg_lookalike"]
+    named = await pg.discover_tables(scope, asked)
+    assert named.default_schema == whole.default_schema
+    assert named.tables == tuple(t for t in whole.tables if t.name in asked)
+    assert sorted(names(named)) == [
+        ("Other", "hidden"),
+        ("accounting", "invoices"),
+        ("public", "MixedCase"),
+        ("public", "people_names"),
+    ]
+    assert (await pg.discover_tables(["pg_catalog"], ["pg_class"])).tables == ()
+    assert (await pg.discover_tables(scope, [])).tables == ()

@@ -1,16 +1,20 @@
 """``Engine.run`` extracts each datasource on the connection it was planned with (§4.3 steps 2
 and 3, :mod:`fetcher.engine.reuse`): one connect per datasource, never more connections open
-than ``maxConcurrency`` would allow, and every connector closed however the run ends."""
+than ``maxConcurrency`` would allow, and every connector closed however the run ends. Planning
+asks a connector that can (``NamedDiscovery``) for the requested tables only."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
-from fetcher.engine import Engine, EngineError, ExtractionRequest, Limits
+from fetcher.engine import ConnectionDescriptor, Engine, EngineError, ExtractionRequest, Limits
 from fetcher.engine.reuse import ReusedConnectors
-from fetcher.engine.testing import FakeDatabase, FakeRegistry, MemorySink
+from fetcher.engine.testing import FakeConnector, FakeDatabase, FakeRegistry, MemorySink
+from fetcher.engine.types import DiscoveredSchema
 from tests.unit.engine.test_engine import _connections, _pg, _request
 
 NAMES = ("a", "b", "c")
@@ -107,3 +111,50 @@ async def test_a_lease_is_usable_only_inside_its_block() -> None:
     with pytest.raises(RuntimeError, match="outside its 'async with' block"):
         await lease.discover([])
     await reused.aclose()
+
+
+#: What the naming fake was asked: (schemas, names) per discovery.
+ASKED: list[tuple[list[str], list[str]]] = []
+
+
+class NamedFakeConnector(FakeConnector):
+    """A fake with the ``NamedDiscovery`` capability: it records what it was asked."""
+
+    async def discover(self, schemas: Sequence[str]) -> DiscoveredSchema:
+        raise AssertionError("whole discovery asked for although the connector names tables")
+
+    async def discover_tables(
+        self, schemas: Sequence[str], names: Sequence[str]
+    ) -> DiscoveredSchema:
+        ASKED.append((list(schemas), list(names)))
+        whole = await super().discover(schemas)
+        return replace(whole, tables=tuple(t for t in whole.tables if t.name in names))
+
+
+class NamedFakeRegistry(FakeRegistry):
+    def connector_for(self, connection: ConnectionDescriptor) -> FakeConnector:
+        return NamedFakeConnector(connection, self.databases[connection.config_name])
+
+
+async def test_planning_asks_a_naming_connector_for_the_requested_tables_only() -> None:
+    """The planner hands a ``NamedDiscovery`` connector the requested names (also through a
+    reused connection) and plans the same job as from whole discovery."""
+    mapped = {"pg": {"accounts": ["id"], "accounting.invoices": ["*"], "ghost": ["id"]}}
+    ASKED.clear()
+    with pytest.raises(EngineError) as named:
+        await Engine(NamedFakeRegistry({"pg": _pg()})).run(
+            _request(mapped), _connections("pg"), MemorySink()
+        )
+    with pytest.raises(EngineError) as whole:
+        await Engine(FakeRegistry({"pg": _pg()})).run(
+            _request(mapped), _connections("pg"), MemorySink()
+        )
+    assert named.value.text() == whole.value.text()  # "table 'ghost' not found …"
+    assert ASKED == [(["accounting", "public"], ["accounts", "invoices", "ghost"])]
+    del mapped["pg"]["ghost"]
+    named_sink, whole_sink = MemorySink(), MemorySink()
+    await Engine(NamedFakeRegistry({"pg": _pg()})).run(
+        _request(mapped), _connections("pg"), named_sink
+    )
+    await Engine(FakeRegistry({"pg": _pg()})).run(_request(mapped), _connections("pg"), whole_sink)
+    assert named_sink.data == whole_sink.data

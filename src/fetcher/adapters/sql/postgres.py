@@ -523,7 +523,7 @@ def _columns(
 # SQL
 # --------------------------------------------------------------------------------------------
 
-_CATALOG_SQL = """
+_CATALOG_TEMPLATE = """
 SELECT t.table_schema::text, t.table_name::text, c.column_name::text, c.data_type::text,
        c.udt_name::text,
        EXISTS (
@@ -534,9 +534,12 @@ SELECT t.table_schema::text, t.table_name::text, c.column_name::text, c.data_typ
 FROM information_schema.tables AS t
 LEFT JOIN information_schema.columns AS c
        ON c.table_schema = t.table_schema AND c.table_name = t.table_name
-WHERE t.table_type IN ('BASE TABLE', 'VIEW') AND t.table_schema = ANY(%s)
+WHERE t.table_type IN ('BASE TABLE', 'VIEW') AND t.table_schema = ANY(%s){names}
 ORDER BY t.table_schema, t.table_name, c.ordinal_position
 """
+_CATALOG_SQL = _CATALOG_TEMPLATE.format(names="")
+#: The catalog of the tables with one of the given exact names only (``discover_tables``).
+_NAMED_SQL = _CATALOG_TEMPLATE.format(names=" AND t.table_name = ANY(%s)")
 
 
 def quote_ident(name: str) -> str:
@@ -671,13 +674,27 @@ class PostgresConnector(NetworkConnector):
 
     async def discover(self, schemas: Sequence[str]) -> DiscoveredSchema:
         """§11.1/§11.3: tables and views of ``schemas``, system objects excluded, in 30 s."""
+        return await self._discover(schemas, None)
+
+    async def discover_tables(
+        self, schemas: Sequence[str], names: Sequence[str]
+    ) -> DiscoveredSchema:
+        """:meth:`discover` for the tables named ``names`` only (the engine's
+        ``NamedDiscovery``): PostgreSQL catalog matching is exact (§3.3), so the catalog is
+        filtered by those exact names, and a job's planning no longer grows with the schema."""
+        return await self._discover(schemas, sorted(set(names)))
+
+    async def _discover(
+        self, schemas: Sequence[str], names: Sequence[str] | None
+    ) -> DiscoveredSchema:
         conn = self._require(Phase.DISCOVER)
         scope = sorted({s for s in schemas if not postgres_schema_excluded(s)})
         if not scope:
             return DiscoveredSchema(default_schema=DEFAULT_SCHEMA)
+        sql, params = (_CATALOG_SQL, [scope]) if names is None else (_NAMED_SQL, [scope, names])
         with map_postgres_errors(Phase.DISCOVER, self._name):
             async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
-                cursor = await conn.execute(_CATALOG_SQL, [scope])
+                cursor = await conn.execute(sql, params)
                 rows = await cursor.fetchall()
         return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=_tables_from(rows))
 
