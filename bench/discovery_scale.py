@@ -1,12 +1,15 @@
-"""A job's planning against the size of the schema it reads from (PostgreSQL).
+"""A job's planning against the size of the schema it reads from (PostgreSQL, MongoDB).
 
 A job names a few tables; the schema may hold thousands. Planning discovered the whole schema
-(§3.3 scope) for every job; the PostgreSQL connector now discovers only the named tables
-(``NamedDiscovery``). This runs one job of one table of 20 rows through ``Engine.run`` against a
-schema of 10 and of ``FETCHER_BENCH_TABLES`` (default 2,000) tables of five columns, with named
-discovery and with whole-schema discovery (the same connector with the capability hidden),
-alternating, ``FETCHER_BENCH_DISCOVERY_JOBS`` (default 50) jobs each.
+(§3.3 scope) for every job, and on MongoDB sampled every collection of the database; the
+PostgreSQL and MongoDB connectors now discover only the named tables (``NamedDiscovery``). This
+runs one job of one table of 20 rows through ``Engine.run`` against a PostgreSQL schema of 10
+and of ``FETCHER_BENCH_TABLES`` (default 2,000) tables of five columns, and against a MongoDB
+database of 10 and of ``FETCHER_BENCH_COLLECTIONS`` (default 200) collections of 100 documents,
+with named discovery and with whole-schema discovery (the same connector with the capability
+hidden), alternating, ``FETCHER_BENCH_DISCOVERY_JOBS`` (default 50) jobs each.
 
+    scripts/mongo-server.sh start    # the nx-27017 wire server on 127.0.0.1:27018
     .venv/bin/python bench/discovery_scale.py
 
 Writes ``bench/results/discovery-scale-*.json``.
@@ -20,7 +23,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +39,8 @@ from fetcher.engine.ports import Row, TableQuery
 from fetcher.engine.types import DiscoveredSchema
 
 TABLES = int(os.environ.get("FETCHER_BENCH_TABLES", "2000"))
+COLLECTIONS = int(os.environ.get("FETCHER_BENCH_COLLECTIONS", "200"))
+MONGODB_PORT = int(os.environ.get("FETCHER_TEST_MONGODB_PORT", "27018"))
 JOBS = int(os.environ.get("FETCHER_BENCH_DISCOVERY_JOBS", "50"))
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -87,7 +92,7 @@ def _schema_sql(tables: int) -> str:
     return created + "INSERT INTO t0 SELECT g, 'row', g, now(), '{}' FROM generate_series(1, 20) g;"
 
 
-async def measure(tables: int) -> dict[str, Any]:
+async def measure_postgres(tables: int) -> dict[str, Any]:
     database = create_postgres("discovery", _schema_sql(tables))
     try:
         descriptor = ConnectionDescriptor(
@@ -98,21 +103,51 @@ async def measure(tables: int) -> dict[str, Any]:
             database=database,
             username="postgres",
         )
-        request = ExtractionRequest(job_id="bench", mapped_fields={"pg": {"t0": ("*",)}})
-        engines = {
-            "whole_schema": Engine(WholeSchemaRegistry()),
-            "named_tables": Engine(SqlConnectorRegistry()),
-        }
-        times: dict[str, list[float]] = {label: [] for label in engines}
-        for engine in engines.values():  # warm-up
-            await engine.run(request, {"pg": descriptor}, NullSink())
-        for _ in range(JOBS):
-            for label, engine in engines.items():
-                started = time.perf_counter()
-                await engine.run(request, {"pg": descriptor}, NullSink())
-                times[label].append(time.perf_counter() - started)
+        return await measure(descriptor)
     finally:
         drop_postgres(database)
+
+
+async def measure_mongodb(collections: int) -> dict[str, Any]:
+    from pymongo import AsyncMongoClient
+
+    database = f"fetcher_bench_discovery_{collections}"
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        "127.0.0.1", MONGODB_PORT, directConnection=True
+    )
+    try:
+        await client.drop_database(database)
+        for n in range(collections):
+            documents = [{"id": i, "a": "row", "b": i * 1.5} for i in range(100 if n else 20)]
+            await client[database][f"t{n}"].insert_many(documents)
+        descriptor = ConnectionDescriptor(
+            config_name="pg",  # the job's datasource name
+            type=EngineType.MONGODB,
+            host="127.0.0.1",
+            port=MONGODB_PORT,
+            database=database,
+        )
+        return await measure(descriptor)
+    finally:
+        await client.drop_database(database)
+        await client.close()
+
+
+async def measure(descriptor: ConnectionDescriptor) -> dict[str, Any]:
+    """Median job time with whole-schema and with named discovery, alternating."""
+    request = ExtractionRequest(job_id="bench", mapped_fields={"pg": {"t0": ("*",)}})
+    engines = {
+        "whole_schema": Engine(WholeSchemaRegistry()),
+        "named_tables": Engine(SqlConnectorRegistry()),
+    }
+    times: dict[str, list[float]] = {label: [] for label in engines}
+    for engine in engines.values():  # warm-up
+        await engine.run(request, {"pg": descriptor}, NullSink())
+    for _ in range(JOBS):
+        for label, engine in engines.items():
+            started = time.perf_counter()
+            await engine.run(request, {"pg": descriptor}, NullSink())
+            times[label].append(time.perf_counter() - started)
     figures: dict[str, Any] = {
         label: round(statistics.median(runs) * 1000, 2) for label, runs in times.items()
     }
@@ -122,13 +157,18 @@ async def measure(tables: int) -> dict[str, Any]:
 
 async def main() -> None:
     results: dict[str, Any] = {"jobs": JOBS}
-    print(f"One 20-row table through Engine.run, median of {JOBS} jobs (PostgreSQL):")
-    for tables in (10, TABLES):
-        figures = await measure(tables)
-        results[f"{tables}_tables"] = figures
+    print(f"One 20-row table through Engine.run, median of {JOBS} jobs:")
+    parts: list[tuple[str, str, Callable[[int], Awaitable[dict[str, Any]]], int]] = [
+        ("postgresql", "tables", measure_postgres, n) for n in (10, TABLES)
+    ]
+    parts += [("mongodb", "collections", measure_mongodb, n) for n in (10, COLLECTIONS)]
+    for engine, unit, run, size in parts:
+        figures = await run(size)
+        results[f"{engine}_{size}_{unit}"] = figures
         print(
-            f"  schema of {tables:>5} tables: whole-schema discovery {figures['whole_schema']:7.2f}"
-            f" ms, named tables {figures['named_tables']:7.2f} ms ({figures['ratio']:.2f}x)",
+            f"  {engine:<10} {size:>5} {unit:<11}: whole-schema discovery"
+            f" {figures['whole_schema']:8.2f} ms, named tables {figures['named_tables']:7.2f} ms"
+            f" ({figures['ratio']:.2f}x)",
             flush=True,
         )
     RESULTS.mkdir(exist_ok=True)

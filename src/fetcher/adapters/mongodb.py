@@ -601,10 +601,23 @@ class MongoConnector(NetworkConnector):
     async def discover(self, schemas: Sequence[str]) -> DiscoveredSchema:
         """§3.3/§11.3: every collection and view of the database (``schemas`` is ignored),
         ``system.*`` excluded, fields sampled; within 30 s."""
+        return await self._discover(None)
+
+    async def discover_tables(
+        self, schemas: Sequence[str], names: Sequence[str]
+    ) -> DiscoveredSchema:
+        """:meth:`discover` for the collections named ``names`` only (the engine's
+        ``NamedDiscovery``; collection names match exactly, §3.3): only they are sampled, not
+        every collection of the database for every job."""
+        return await self._discover(frozenset(names))
+
+    async def _discover(self, names: frozenset[str] | None) -> DiscoveredSchema:
         db = self._database(Phase.DISCOVER)
         with map_mongo_errors(Phase.DISCOVER, self._name):
             async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
                 listed = await _list_collections(db)
+                if names is not None:
+                    listed = [(name, kind) for name, kind in listed if name in names]
                 gate = asyncio.Semaphore(_DISCOVERY_CONCURRENCY)
 
                 async def one(name: str, kind: str) -> TableSchema:

@@ -154,6 +154,21 @@ async def test_sampling_uses_sample_sized_by_the_collection(target: Target) -> N
     assert all(cmd.get("limit") == 1_000 for cmd in finds)
 
 
+async def test_named_discovery_samples_only_the_named_collections(target: Target) -> None:
+    """``discover_tables`` (the planner's fast path) lists every collection but samples only
+    the named ones (exact names, §3.3): the result is whole discovery cut to those names."""
+    await _people(target)
+    await target.db["many"].insert_many([{"i": i} for i in range(50)])
+    await target.db["People"].insert_one({"x": 1})
+    async with MongoConnector(target.descriptor) as connector:
+        whole = await connector.discover([])
+        COMMANDS.sent.clear()
+        named = await connector.discover_tables([], ["people", "nope"])
+    assert named.tables == tuple(t for t in whole.tables if t.name == "people")
+    sampled = {cmd.get("find") or cmd.get("aggregate") for name, cmd in COMMANDS.sent}
+    assert sampled - {None, 1} == {"people"}
+
+
 # --- projection (§3.2) ---------------------------------------------------------------------
 
 
