@@ -1,10 +1,12 @@
-"""A job's planning against the size of the schema it reads from (PostgreSQL, MongoDB).
+"""A job's planning against the size of the schema it reads from (PostgreSQL, MariaDB,
+MongoDB).
 
 A job names a few tables; the schema may hold thousands. Planning discovered the whole schema
 (§3.3 scope) for every job, and on MongoDB sampled every collection of the database; the
-PostgreSQL and MongoDB connectors now discover only the named tables (``NamedDiscovery``). This
-runs one job of one table of 20 rows through ``Engine.run`` against a PostgreSQL schema of 10
-and of ``FETCHER_BENCH_TABLES`` (default 2,000) tables of five columns, and against a MongoDB
+PostgreSQL, MySQL/MariaDB and MongoDB connectors now discover only the named tables
+(``NamedDiscovery``). This runs one job of one table of 20 rows through ``Engine.run`` against a
+PostgreSQL and a MariaDB schema of 10 and of ``FETCHER_BENCH_TABLES`` (default 2,000) tables of
+five columns (MariaDB: a fifth of the jobs, whole discovery takes seconds), and against a MongoDB
 database of 10 and of ``FETCHER_BENCH_COLLECTIONS`` (default 200) collections of 100 documents,
 with named discovery and with whole-schema discovery (the same connector with the capability
 hidden), alternating, ``FETCHER_BENCH_DISCOVERY_JOBS`` (default 50) jobs each.
@@ -31,7 +33,7 @@ from typing import Any, Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.fetcher_processes import create_postgres, drop_postgres
+from bench.fetcher_processes import create_mariadb, create_postgres, drop_mariadb, drop_postgres
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor, Connector, Engine, ExtractionRequest
 from fetcher.engine.kit import EngineType
@@ -108,6 +110,26 @@ async def measure_postgres(tables: int) -> dict[str, Any]:
         drop_postgres(database)
 
 
+async def measure_mariadb(tables: int) -> dict[str, Any]:
+    columns = "(id integer, a text, b decimal(12, 2), c datetime, d json)"
+    created = "".join(f"CREATE TABLE t{n} {columns};\n" for n in range(tables))
+    rows = "INSERT INTO t0 SELECT seq, 'row', seq, now(), '{}' FROM seq_1_to_20;"
+    database, reader, password = create_mariadb(created + rows)
+    try:
+        descriptor = ConnectionDescriptor(
+            config_name="pg",  # the job's datasource name
+            type=EngineType.MYSQL,
+            host="127.0.0.1",
+            port=3306,
+            database=database,
+            username=reader,
+            password=password,
+        )
+        return await measure(descriptor, jobs=max(1, JOBS // 5))  # whole discovery takes seconds
+    finally:
+        drop_mariadb(database, reader)
+
+
 async def measure_mongodb(collections: int) -> dict[str, Any]:
     from pymongo import AsyncMongoClient
 
@@ -133,7 +155,7 @@ async def measure_mongodb(collections: int) -> dict[str, Any]:
         await client.close()
 
 
-async def measure(descriptor: ConnectionDescriptor) -> dict[str, Any]:
+async def measure(descriptor: ConnectionDescriptor, jobs: int = JOBS) -> dict[str, Any]:
     """Median job time with whole-schema and with named discovery, alternating."""
     request = ExtractionRequest(job_id="bench", mapped_fields={"pg": {"t0": ("*",)}})
     engines = {
@@ -143,7 +165,7 @@ async def measure(descriptor: ConnectionDescriptor) -> dict[str, Any]:
     times: dict[str, list[float]] = {label: [] for label in engines}
     for engine in engines.values():  # warm-up
         await engine.run(request, {"pg": descriptor}, NullSink())
-    for _ in range(JOBS):
+    for _ in range(jobs):
         for label, engine in engines.items():
             started = time.perf_counter()
             await engine.run(request, {"pg": descriptor}, NullSink())
@@ -161,6 +183,7 @@ async def main() -> None:
     parts: list[tuple[str, str, Callable[[int], Awaitable[dict[str, Any]]], int]] = [
         ("postgresql", "tables", measure_postgres, n) for n in (10, TABLES)
     ]
+    parts += [("mariadb", "tables", measure_mariadb, n) for n in (10, TABLES)]
     parts += [("mongodb", "collections", measure_mongodb, n) for n in (10, COLLECTIONS)]
     for engine, unit, run, size in parts:
         figures = await run(size)

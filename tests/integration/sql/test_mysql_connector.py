@@ -162,6 +162,38 @@ async def test_system_schemas_are_never_discovered() -> None:
     assert found.tables == ()
 
 
+async def test_named_discovery_is_whole_discovery_cut_to_the_casefolded_names() -> None:
+    """``discover_tables`` (the planner's fast path) lists the table names, matches them with
+    the same ``casefold`` as catalog matching (§3.3: case-insensitive here) and reads only the
+    matching tables' columns: the result is whole discovery cut to those names, a MariaDB
+    ``json_valid`` column still a JSON column."""
+    statements = (
+        "CREATE TABLE Orders (id INT, doc JSON)",
+        "CREATE TABLE `100%` (id INT)",
+        "CREATE TABLE straße (id INT)",
+        "CREATE TABLE other (id INT)",
+        "CREATE VIEW order_view AS SELECT id FROM Orders",
+    )
+    async with (
+        fresh_database(statements) as (database, reader, password),
+        MysqlConnector(reader_descriptor(database, reader, password)) as connector,
+    ):
+        whole = await connector.discover([])
+        named = await connector.discover_tables([], ["ORDERS", "100%", "STRASSE", "nope"])
+        view = await connector.discover_tables([], ["Order_View"])
+        nothing = await connector.discover_tables([], ["nope"])
+    asked = {"orders", "100%", "strasse"}
+    assert named.tables == tuple(t for t in whole.tables if t.name.casefold() in asked)
+    assert sorted(t.name for t in named.tables) == ["100%", "Orders", "straße"]
+    orders = next(t for t in named.tables if t.name == "Orders")
+    assert [(c.name, c.family) for c in orders.columns] == [
+        ("id", TypeFamily.INTEGER),
+        ("doc", TypeFamily.JSON),
+    ]
+    assert [t.name for t in view.tables] == ["order_view"]
+    assert (nothing.tables, nothing.default_schema) == ((), whole.default_schema)
+
+
 FAMILIES = {
     "id": TypeFamily.INTEGER,
     "flag": TypeFamily.INTEGER,  # tinyint(1) stays an integer (§11.4)
