@@ -25,10 +25,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.engine_targets import NullSink, mariadb_descriptor, postgres_descriptor
 from bench.fetcher_processes import create_mariadb, create_postgres, drop_mariadb, drop_postgres
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor, Connector, Engine, ExtractionRequest
-from fetcher.engine.kit import EngineType
 
 JOBS = int(os.environ.get("FETCHER_BENCH_REUSE_JOBS", "200"))
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -46,11 +46,6 @@ class CountingRegistry:
     def connector_for(self, connection: ConnectionDescriptor) -> Connector:
         self.connects += 1
         return self._registry.connector_for(connection)
-
-
-class NullSink:
-    async def write(self, chunk: bytes) -> None:
-        return None
 
 
 async def _variants(
@@ -110,29 +105,14 @@ async def main() -> None:
     results: dict[str, Any] = {"jobs": JOBS}
     pg = create_postgres("reuse", _TABLE + _ROWS)
     try:
-        descriptor = ConnectionDescriptor(
-            config_name="pg",
-            type=EngineType.POSTGRESQL,
-            host="127.0.0.1",
-            port=5432,
-            database=pg,
-            username="postgres",
-        )
+        descriptor = postgres_descriptor(pg)
         results["postgresql"] = await measure("pg", descriptor)
         _print("PostgreSQL", results["postgresql"])
     finally:
         drop_postgres(pg)
     database, reader, password = create_mariadb(_TABLE + _ROWS)
     try:
-        descriptor = ConnectionDescriptor(
-            config_name="maria",
-            type=EngineType.MYSQL,
-            host="127.0.0.1",
-            port=3306,
-            database=database,
-            username=reader,
-            password=password,
-        )
+        descriptor = mariadb_descriptor(database, reader, password)
         results["mariadb"] = await measure("maria", descriptor)
         _print("MariaDB", results["mariadb"])
     finally:

@@ -33,6 +33,7 @@ from typing import Any, Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.engine_targets import NullSink, mariadb_descriptor, postgres_descriptor
 from bench.fetcher_processes import create_mariadb, create_postgres, drop_mariadb, drop_postgres
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor, Connector, Engine, ExtractionRequest
@@ -83,11 +84,6 @@ class WholeSchemaRegistry:
         return WholeSchema(self._registry.connector_for(connection))
 
 
-class NullSink:
-    async def write(self, chunk: bytes) -> None:
-        return None
-
-
 def _schema_sql(tables: int) -> str:
     columns = "(id integer, a text, b numeric(12, 2), c timestamptz, d jsonb)"
     created = "".join(f"CREATE TABLE t{n} {columns};\n" for n in range(tables))
@@ -97,14 +93,7 @@ def _schema_sql(tables: int) -> str:
 async def measure_postgres(tables: int) -> dict[str, Any]:
     database = create_postgres("discovery", _schema_sql(tables))
     try:
-        descriptor = ConnectionDescriptor(
-            config_name="pg",
-            type=EngineType.POSTGRESQL,
-            host="127.0.0.1",
-            port=5432,
-            database=database,
-            username="postgres",
-        )
+        descriptor = postgres_descriptor(database)
         return await measure(descriptor)
     finally:
         drop_postgres(database)
@@ -116,15 +105,7 @@ async def measure_mariadb(tables: int) -> dict[str, Any]:
     rows = "INSERT INTO t0 SELECT seq, 'row', seq, now(), '{}' FROM seq_1_to_20;"
     database, reader, password = create_mariadb(created + rows)
     try:
-        descriptor = ConnectionDescriptor(
-            config_name="pg",  # the job's datasource name
-            type=EngineType.MYSQL,
-            host="127.0.0.1",
-            port=3306,
-            database=database,
-            username=reader,
-            password=password,
-        )
+        descriptor = mariadb_descriptor(database, reader, password, name="pg")
         return await measure(descriptor, jobs=max(1, JOBS // 5))  # whole discovery takes seconds
     finally:
         drop_mariadb(database, reader)
