@@ -22,6 +22,7 @@ import pytest
 import pytest_asyncio
 
 from fetcher.adapters.messaging.rabbitmq import RabbitConnection, RabbitWorkPublisher
+from fetcher.adapters.store._program import Statement
 from fetcher.adapters.store.postgres import PostgresMetadataStore
 from fetcher.services.ports import StoreUnavailableError
 from tests.chaos.proxy import ChaosProxy
@@ -96,7 +97,7 @@ async def test_a_busy_store_waits_for_a_connection_instead_of_failing_fast(
     async with PostgresMetadataStore(dsn, max_size=1, checkout_timeout=0.3) as store:
         await store.ping()
         pool = store._pool
-        busy = asyncio.create_task(store._fetchone("SELECT pg_sleep(1.5) AS slept"))
+        busy = asyncio.create_task(store._first(Statement("SELECT pg_sleep(1.5) AS slept")))
         await asyncio.sleep(0.2)
         began = time.monotonic()
         await store.ping()  # waits ≈ 1.3 s for the one connection

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -60,3 +62,40 @@ async def test_closed_store_is_unavailable_and_close_is_idempotent(tmp_path: Pat
 def test_timestamp_text_sorts_and_truncates() -> None:
     assert ts_text(T0.replace(microsecond=999999)) == "2026-01-02T03:04:05.999Z"
     assert ts_text(T0) < ts_text(T0.replace(second=6))
+
+
+_WITHOUT_PSYCOPG = """
+import asyncio, sys
+from importlib.abc import MetaPathFinder
+
+class Blocked(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("psycopg", "psycopg_pool"):
+            raise ImportError(f"{name} is blocked")
+        return None
+
+sys.meta_path.insert(0, Blocked())
+from fetcher.adapters.store.sqlite import SqliteMetadataStore
+
+async def main():
+    async with SqliteMetadataStore(sys.argv[1]) as store:
+        await store.migrate()
+        await store.ping()
+    print(sorted(m for m in sys.modules if m.startswith("psycopg")))
+
+asyncio.run(main())
+"""
+
+
+def test_the_sqlite_store_runs_without_the_postgresql_driver(tmp_path: Path) -> None:
+    """Embedded mode runs without the optional ``postgres`` extra: the shared statements,
+    dialect and store layer import no driver; psycopg lives in ``postgres.py`` only."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_PSYCOPG, str(tmp_path / "metadata.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

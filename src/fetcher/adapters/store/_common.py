@@ -1,5 +1,8 @@
 """Backend-neutral pieces of the metadata store adapters: columns, row mapping, migrations.
 
+The statements themselves are in :mod:`._statements`, what the backends spell differently in
+:mod:`._dialect`.
+
 Rows arrive as mappings of column name to driver value; ``ts`` converts a driver timestamp to
 an aware UTC ``datetime`` (SQLite stores ISO text, PostgreSQL ``timestamptz``).
 """
@@ -8,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -16,7 +19,6 @@ from typing import Any, cast
 
 from fetcher.services.records import (
     ACTIVE_STATUSES,
-    ConnectionQuery,
     ConnectionRecord,
     EventType,
     JobRecord,
@@ -31,7 +33,6 @@ from fetcher.services.timeutil import format_ms, truncate_ms
 __all__ = [
     "CONNECTION_COLUMNS",
     "JOB_COLUMNS",
-    "OUTBOX_COLUMNS",
     "Migration",
     "load_migrations",
     "utc_ms",
@@ -47,7 +48,6 @@ __all__ = [
     "event_params",
     "outbox_from_row",
     "job_products",
-    "feed_where",
 ]
 
 CONNECTION_COLUMNS = (
@@ -59,10 +59,6 @@ JOB_COLUMNS = (
     "id, status, request_hash, dedup_active, mapped_fields_json, filters_json, limits_json, "
     "metadata_json, connection_ids_json, result_path, result_hmac, error, request_id, "
     "created_at, started_at, completed_at, updated_at, tenant_id, created_by, product"
-)
-OUTBOX_COLUMNS = (
-    "id, feed_seq, ce_id, job_id, event_type, routing_key, body, headers_json, created_at, "
-    "sent_at, tenant_id"
 )
 #: §12.5: columns a connection write never changes (an update keeps the row's tenant).
 CONNECTION_FIXED = frozenset(
@@ -293,7 +289,7 @@ def event_params(event: OutboxEvent, ts: Callable[[datetime], Any]) -> dict[str,
 
 
 def outbox_from_row(row: Mapping[str, Any], ts: TimestampReader) -> OutboxRow:
-    """An :class:`OutboxRow` from a row of :data:`OUTBOX_COLUMNS`."""
+    """An :class:`OutboxRow` from a row of the outbox columns, the feed sequence as ``feed_seq``."""
     return OutboxRow(
         id=int(row["id"]),
         feed_seq=None if row["feed_seq"] is None else int(row["feed_seq"]),
@@ -307,72 +303,3 @@ def outbox_from_row(row: Mapping[str, Any], ts: TimestampReader) -> OutboxRow:
         sent_at=_opt_ts(row["sent_at"], ts),
         tenant=row["tenant_id"],
     )
-
-
-@dataclass(frozen=True, slots=True)
-class SqlDialect:
-    """How one backend spells the pieces of the connection-list filter (§2.6.2)."""
-
-    param: Callable[[str], str]
-    never: str
-    ts: Callable[[datetime], Any]
-    metadata_match: Callable[[str, str], str]
-
-
-def list_where(
-    query: ConnectionQuery, tenant: str, dialect: SqlDialect
-) -> tuple[str, dict[str, Any]]:
-    """The WHERE clause and parameters of one connection-list query, on either backend; only
-    the tenant's rows (§12.5)."""
-    p = dialect.param
-    clauses = [f"tenant_id = {p('tenant')}", "deleted_at IS NULL"]
-    params: dict[str, Any] = {"tenant": tenant}
-    if query.unassigned_only:
-        clauses.append("product_name IS NULL")
-    if query.product is not None:
-        clauses.append(f"product_name = {p('product')}")
-        params["product"] = query.product
-    if query.products is not None:
-        wanted = sorted(query.products)
-        marks = ", ".join(p(f"pr{i}") for i in range(len(wanted)))
-        clauses.append(f"product_name IN ({marks})" if wanted else dialect.never)
-        params.update({f"pr{i}": product for i, product in enumerate(wanted)})
-    if query.type is not None:
-        # Stored types are ASCII; a non-ASCII filter matches nothing on every backend.
-        clauses.append(f"lower(type) = {p('type')}" if query.type.isascii() else dialect.never)
-        params["type"] = query.type.lower()
-    if query.created_from is not None:
-        clauses.append(f"created_at >= {p('created_from')}")
-        params["created_from"] = dialect.ts(query.created_from)
-    if query.created_before is not None:
-        clauses.append(f"created_at < {p('created_before')}")
-        params["created_before"] = dialect.ts(query.created_before)
-    for i, (key, value) in enumerate(query.metadata):
-        clauses.append(dialect.metadata_match(p(f"mk{i}"), p(f"mv{i}")))
-        params[f"mk{i}"], params[f"mv{i}"] = key, value
-    return " AND ".join(clauses), params
-
-
-def feed_where(
-    seq: str,
-    tenant: str,
-    products: Collection[str] | None,
-    event_type: EventType | None,
-    dialect: SqlDialect,
-) -> tuple[str, dict[str, Any]]:
-    """The WHERE clause of a feed read (§2.12): the tenant's rows (§12.5) after the cursor
-    column ``seq``, of one type, and for a product-restricted token only its products' rows
-    (§12.4; an empty set matches nothing). The outbox indexes ``(tenant_id, seq)`` and
-    ``(tenant_id, product, seq)`` serve it."""
-    p = dialect.param
-    clauses = [f"tenant_id = {p('tenant')}", f"{seq} > {p('after')}"]
-    params: dict[str, Any] = {"tenant": tenant}
-    if event_type is not None:
-        clauses.append(f"event_type = {p('type')}")
-        params["type"] = event_type
-    if products is not None:
-        wanted = sorted(set(products))
-        marks = ", ".join(p(f"p{i}") for i in range(len(wanted)))
-        clauses.append(f"product IN ({marks})" if wanted else dialect.never)
-        params.update({f"p{i}": product for i, product in enumerate(wanted)})
-    return " AND ".join(clauses), params

@@ -1,26 +1,23 @@
 """PostgreSQL metadata store (contract §1.5, §2.6, §3.8, §4, §4.7, §8.6, §2.12).
 
-psycopg 3 (async) over a ``psycopg_pool.AsyncConnectionPool`` opened by :meth:`open` (nothing
-happens at import or construction). Connections run in autocommit; multi-statement work uses
-explicit transactions. Request documents are TEXT, never jsonb (§4.7). Driver errors become
-the port's errors in :func:`map_postgres_errors`, and only there; the DSN never appears in a
-message, a log line or ``repr``.
+The statements and methods are the shared ones (:mod:`._sql_store`); this module holds
+PostgreSQL's :data:`POSTGRES` dialect and its driver: psycopg 3 (async) over a
+``psycopg_pool.AsyncConnectionPool`` opened by :meth:`PostgresMetadataStore.open` (nothing
+happens at import or construction), with recovery after an outage. Connections run in
+autocommit; a unit of work with several statements runs in an explicit transaction on one
+connection. Request documents are TEXT, never jsonb (§4.7). Driver errors become the port's
+errors in :func:`map_postgres_errors`, and only there; the DSN never appears in a message, a
+log line or ``repr``. psycopg is imported here and nowhere else in the store package.
 """
-
-# S608: SQL text is assembled only from this module's constants (column lists, directions,
-# placeholder names); every value is a bound parameter.
-# ruff: noqa: S608
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any, Self
+from typing import TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
@@ -28,23 +25,18 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from fetcher.adapters.store import _common as c
+from fetcher.adapters.store import _program as p
+from fetcher.adapters.store._dialect import Dialect, pyformat
+from fetcher.adapters.store._sql_store import SqlMetadataStore, StepRunner
 from fetcher.services.ports import (
     ActiveDuplicateError,
     ConflictError,
     StoreError,
     StoreUnavailableError,
 )
-from fetcher.services.records import (
-    ConnectionQuery,
-    ConnectionRecord,
-    EventType,
-    JobRecord,
-    JobStatus,
-    OutboxEvent,
-    OutboxRow,
-)
 
 __all__ = [
+    "POSTGRES",
     "PostgresMetadataStore",
     "map_postgres_errors",
     "MIGRATION_LOCK_KEY",
@@ -60,6 +52,7 @@ MIGRATION_LOCK_KEY = 0x46455443_00000001
 FEED_SEQ_LOCK_KEY = 0x46455443_00000002
 PROCESS_LOCK_KEY = 0x46455443_00000003
 
+T = TypeVar("T")
 Conn = AsyncConnection[DictRow]
 
 #: While the store is unreachable, a checkout waits in slices of this length, so that it moves
@@ -92,66 +85,57 @@ def map_postgres_errors() -> Iterator[None]:
         raise StoreError(f"metadata store failed: {type(exc).__name__}") from exc
 
 
-#: json (not jsonb) keeps a number's stored text, so ->> yields its JSON text (§2.6.2).
-_DIALECT = c.SqlDialect(
-    param=lambda name: f"%({name})s",
-    never="false",
+POSTGRES = Dialect(
+    name="postgres",
+    render=pyformat,
     ts=c.utc_ms,
+    read_ts=_ts,
+    true="true",
+    false="false",
+    now="now()",
+    ledger_applied_at="TIMESTAMPTZ NOT NULL DEFAULT now()",
+    # Held to the end of the migration transaction (§1.5); a new statement after it is granted
+    # sees every migration committed before.
+    migration_lock=f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})",
+    # json (not jsonb) keeps a number's stored text, so ->> yields its JSON text (§2.6.2).
     metadata_match=lambda key, value: (
         f"json_typeof(metadata_json::json -> {key}) IN ('string', 'number', 'boolean')"
         f" AND (metadata_json::json ->> {key}) = {value}"
     ),
+    feed_seq="feed_seq",
+    # §2.12: numbered after commit under an advisory lock. The update is a new statement, so
+    # a new snapshot: it sees every number committed before the lock was granted, which keeps
+    # the sequence gap-free and unique.
+    number_feed=(
+        f"SELECT pg_advisory_xact_lock({FEED_SEQ_LOCK_KEY})",
+        "WITH top AS (SELECT coalesce(max(feed_seq), 0) AS n FROM outbox),"
+        " todo AS (SELECT id, row_number() OVER (ORDER BY id) AS k"
+        " FROM outbox WHERE feed_seq IS NULL)"
+        " UPDATE outbox o SET feed_seq = top.n + todo.k FROM top, todo WHERE o.id = todo.id",
+    ),
+    claim_lock=" FOR UPDATE SKIP LOCKED",
+    chained_insert=True,
 )
 
 
-async def _insert_event(conn: Conn, event: OutboxEvent) -> None:
-    """The outbox row of ``event``, with its job's tenant and product (§12.4, §12.5)."""
-    await conn.execute(
-        "INSERT INTO outbox (ce_id, job_id, event_type, routing_key, body, headers_json,"
-        " created_at, tenant_id, product) SELECT %(ce_id)s, %(job_id)s, %(event_type)s,"
-        " %(routing_key)s, %(body)s, %(headers_json)s, %(created_at)s, tenant_id, product"
-        " FROM jobs WHERE id = %(job_id)s",
-        c.event_params(event, c.utc_ms),
-    )
+async def _execute(conn: Conn, step: p.Step) -> p.Result:
+    """One step on ``conn``, in the transaction it is in (if any)."""
+    if isinstance(step, p.Script):  # verbatim: several statements, no parameters
+        cursor = await conn.execute(step.sql.encode("utf-8"))
+    elif isinstance(step, p.Each):
+        async with conn.cursor() as many:
+            await many.executemany(POSTGRES.render(step.sql), step.rows)
+            return p.Result([], many.rowcount)
+    else:
+        cursor = await conn.execute(POSTGRES.render(step.sql), step.params)
+    rows: list[p.Row] = list(await cursor.fetchall()) if cursor.description is not None else []
+    return p.Result(rows, cursor.rowcount)
 
 
-async def _backfill_products(conn: Conn) -> None:
-    """After the tenant migration: the product of every older job and outbox row."""
-    while True:
-        cur = await conn.execute(
-            "SELECT id, metadata_json FROM jobs WHERE product IS NULL ORDER BY id LIMIT %s",
-            (c.BACKFILL_BATCH,),
-        )
-        rows = await cur.fetchall()
-        if not rows:
-            break
-        async with conn.cursor() as update:
-            await update.executemany(
-                "UPDATE jobs SET product = %(product)s WHERE id = %(id)s", c.job_products(rows)
-            )
-    await conn.execute(
-        "UPDATE outbox o SET product = j.product FROM jobs j"
-        " WHERE o.job_id = j.id AND o.product IS NULL"
-    )
-
-
-@dataclass(slots=True)
-class _PostgresBatch:
-    """Rows locked ``FOR UPDATE SKIP LOCKED`` by the transaction on ``conn``."""
-
-    conn: Conn
-    rows: list[OutboxRow]
-
-    async def mark_sent(self, ce_ids: Sequence[str], at: datetime) -> None:
-        with map_postgres_errors():
-            await self.conn.execute(
-                "UPDATE outbox SET sent_at = %s WHERE ce_id = ANY(%s)",
-                (c.utc_ms(at), list(ce_ids)),
-            )
-
-
-class PostgresMetadataStore:
+class PostgresMetadataStore(SqlMetadataStore):
     """The :class:`~fetcher.services.ports.MetadataStore` on PostgreSQL."""
+
+    dialect = POSTGRES
 
     def __init__(
         self,
@@ -180,18 +164,6 @@ class PostgresMetadataStore:
 
     def __repr__(self) -> str:
         return "PostgresMetadataStore(dsn=<hidden>)"
-
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -327,49 +299,6 @@ class PostgresMetadataStore:
             return False
         return True
 
-    async def _fetchone(self, sql: str, params: Any = None) -> DictRow | None:
-        async with self._conn() as conn:
-            return await (await conn.execute(sql, params)).fetchone()
-
-    async def _fetchall(self, sql: str, params: Any = None) -> list[DictRow]:
-        async with self._conn() as conn:
-            return await (await conn.execute(sql, params)).fetchall()
-
-    async def _rowcount(self, sql: str, params: Any) -> int:
-        async with self._conn() as conn:
-            return (await conn.execute(sql, params)).rowcount
-
-    async def migrate(self) -> None:
-        async with self._conn() as conn:
-            await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
-            try:
-                await self._apply_migrations(conn)
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
-
-    @staticmethod
-    async def _apply_migrations(conn: Conn) -> None:
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
-            " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-        )
-        rows = await (await conn.execute("SELECT version FROM schema_migrations")).fetchall()
-        applied = {r["version"] for r in rows}
-        for migration in c.load_migrations("postgres"):
-            if migration.version in applied:
-                continue
-            async with conn.transaction():
-                await conn.execute(migration.sql.encode("utf-8"))
-                if migration.version == c.TENANT_MIGRATION:
-                    await _backfill_products(conn)
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                    (migration.version, migration.name),
-                )
-
-    async def ping(self) -> None:
-        await self._fetchone("SELECT 1 AS ok")
-
     async def acquire_process_lock(self) -> bool:
         if self._process_lock is not None:
             return True
@@ -389,278 +318,36 @@ class PostgresMetadataStore:
         self._process_lock = conn
         return True
 
-    # -- connections -----------------------------------------------------------------------
+    # -- the driver hooks ---------------------------------------------------------------------
 
-    async def insert_connection(self, record: ConnectionRecord) -> None:
-        params = c.connection_params(record, c.utc_ms)
-        values = ", ".join(f"%({name})s" for name in params)
-        await self._rowcount(
-            f"INSERT INTO connections ({', '.join(params)}) VALUES ({values})", params
-        )
+    async def _transact(self, program: p.Program[T], tx: p.Tx) -> T:
+        async with self._conn() as conn:
 
-    async def _one_connection(
-        self, column: str, value: str, tenant: str
-    ) -> ConnectionRecord | None:
-        row = await self._fetchone(
-            f"SELECT {c.CONNECTION_COLUMNS} FROM connections"
-            f" WHERE {column} = %s AND tenant_id = %s AND deleted_at IS NULL",
-            (value, tenant),
-        )
-        return None if row is None else c.connection_from_row(row, _ts)
+            async def execute(step: p.Step) -> p.Result:
+                return await _execute(conn, step)
 
-    async def get_connection(self, connection_id: str, *, tenant: str) -> ConnectionRecord | None:
-        return await self._one_connection("id", connection_id, tenant)
-
-    async def get_connection_by_name(
-        self, config_name: str, *, tenant: str
-    ) -> ConnectionRecord | None:
-        return await self._one_connection("config_name", config_name, tenant)
-
-    async def list_connections(
-        self, query: ConnectionQuery, *, tenant: str
-    ) -> tuple[list[ConnectionRecord], int]:
-        where, params = c.list_where(query, tenant, _DIALECT)
-        direction = "ASC" if query.sort == "asc" else "DESC"
-        async with self._conn() as conn, conn.transaction():
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            cur = await conn.execute(f"SELECT count(*) AS n FROM connections WHERE {where}", params)
-            total = await cur.fetchone()
-            cur = await conn.execute(
-                f"SELECT {c.CONNECTION_COLUMNS} FROM connections WHERE {where}"
-                f" ORDER BY created_at {direction}, id {direction}"
-                " LIMIT %(limit)s OFFSET %(offset)s",
-                {**params, "limit": query.limit, "offset": query.offset},
-            )
-            rows = await cur.fetchall()
-        count = 0 if total is None else int(total["n"])
-        return [c.connection_from_row(r, _ts) for r in rows], count
-
-    async def update_connection(self, record: ConnectionRecord) -> bool:
-        params = c.connection_params(record, c.utc_ms)
-        sets = ", ".join(
-            f"{name} = %({name})s" for name in params if name not in c.CONNECTION_FIXED
-        )
-        sql = (
-            f"UPDATE connections SET {sets}"
-            " WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND deleted_at IS NULL"
-        )
-        return await self._rowcount(sql, params) == 1
-
-    async def soft_delete_connection(
-        self, connection_id: str, now: datetime, *, tenant: str
-    ) -> bool:
-        sql = (
-            "UPDATE connections SET deleted_at = %(now)s, updated_at = %(now)s"
-            " WHERE id = %(id)s AND tenant_id = %(tenant)s AND deleted_at IS NULL"
-        )
-        params = {"id": connection_id, "tenant": tenant, "now": c.utc_ms(now)}
-        return await self._rowcount(sql, params) == 1
-
-    async def assign_product(
-        self, connection_id: str, product_name: str, now: datetime, *, tenant: str
-    ) -> bool:
-        sql = (
-            "UPDATE connections SET product_name = %(product)s, updated_at = %(now)s"
-            " WHERE id = %(id)s AND tenant_id = %(tenant)s AND deleted_at IS NULL"
-            " AND product_name IS NULL"
-        )
-        params = {
-            "id": connection_id,
-            "tenant": tenant,
-            "product": product_name,
-            "now": c.utc_ms(now),
-        }
-        return await self._rowcount(sql, params) == 1
-
-    async def has_active_jobs(self, config_name: str, *, tenant: str) -> bool:
-        row = await self._fetchone(
-            "SELECT EXISTS (SELECT 1 FROM job_datasources d JOIN jobs j ON j.id = d.job_id"
-            " WHERE d.config_name = %s AND j.tenant_id = %s"
-            " AND j.status IN ('pending', 'processing')) AS found",
-            (config_name, tenant),
-        )
-        return bool(row and row["found"])
-
-    # -- jobs ------------------------------------------------------------------------------
-
-    async def find_dedup_match(
-        self, request_hash: str, completed_since: datetime, *, tenant: str
-    ) -> JobRecord | None:
-        row = await self._fetchone(
-            f"SELECT {c.JOB_COLUMNS} FROM jobs"
-            " WHERE tenant_id = %(tenant)s AND request_hash = %(hash)s"
-            " AND (status IN ('pending', 'processing')"
-            " OR (status = 'completed' AND created_at >= %(since)s))"
-            " ORDER BY created_at DESC, id DESC LIMIT 1",
-            {"tenant": tenant, "hash": request_hash, "since": c.utc_ms(completed_since)},
-        )
-        return None if row is None else c.job_from_row(row, _ts)
-
-    async def insert_job(self, record: JobRecord) -> None:
-        """The job row and its datasource names in one statement, so one round trip (§3.6
-        step 15 runs on every new job): a data-modifying CTE is atomic, and the names' foreign
-        key sees the job row, checked at the end of the statement. An explicit transaction
-        took five (BEGIN, two INSERTs, a pipeline sync, COMMIT)."""
-        params = c.job_params(record, c.utc_ms)
-        values = ", ".join(f"%({name})s" for name in params)
-        names = list(dict.fromkeys(c.datasource_names(record.mapped_fields_json)))
-        await self._rowcount(
-            f"WITH job AS (INSERT INTO jobs ({c.JOB_COLUMNS}) VALUES ({values}) RETURNING id)"
-            " INSERT INTO job_datasources (job_id, config_name)"
-            " SELECT job.id, name FROM job, unnest(%(datasource_names)s::text[]) AS name",
-            {**params, "datasource_names": names},
-        )
-
-    async def get_job(self, job_id: str, *, tenant: str) -> JobRecord | None:
-        row = await self._fetchone(
-            f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE id = %s AND tenant_id = %s", (job_id, tenant)
-        )
-        return None if row is None else c.job_from_row(row, _ts)
-
-    async def claim_job(self, job_id: str, now: datetime) -> bool:
-        sql = (
-            "UPDATE jobs SET status = 'processing', started_at = %(now)s, updated_at = %(now)s,"
-            " dedup_active = true WHERE id = %(id)s AND status = 'pending'"
-        )
-        return await self._rowcount(sql, {"id": job_id, "now": c.utc_ms(now)}) == 1
-
-    async def _transition(self, sql: str, params: dict[str, Any], event: OutboxEvent) -> bool:
-        """One CAS update and, only when it matched, its outbox row; then number the feed."""
-        async with self._conn() as conn, conn.transaction():
-            if (await conn.execute(sql, params)).rowcount != 1:
-                return False
-            await _insert_event(conn, event)
-        try:
-            await self.assign_feed_seq()
-        except StoreError:
-            # The repairer's next tick numbers the row (§8.6); the transition is committed.
-            _log.warning("feed_seq assignment deferred to the repairer")
-        return True
-
-    async def complete_job(
-        self,
-        job_id: str,
-        *,
-        result_path: str,
-        result_hmac: str,
-        completed_at: datetime,
-        event: OutboxEvent,
-    ) -> bool:
-        sql = (
-            "UPDATE jobs SET status = 'completed', result_path = %(path)s,"
-            " result_hmac = %(hmac)s, completed_at = %(at)s, updated_at = %(at)s,"
-            " dedup_active = false WHERE id = %(id)s AND status = 'processing'"
-        )
-        params = {"id": job_id, "path": result_path, "hmac": result_hmac}
-        return await self._transition(sql, {**params, "at": c.utc_ms(completed_at)}, event)
-
-    async def fail_job(
-        self,
-        job_id: str,
-        *,
-        from_statuses: Sequence[JobStatus],
-        error: str,
-        completed_at: datetime,
-        event: OutboxEvent,
-    ) -> bool:
-        sql = (
-            "UPDATE jobs SET status = 'failed', error = %(error)s, completed_at = %(at)s,"
-            " updated_at = %(at)s, dedup_active = false"
-            " WHERE id = %(id)s AND status = ANY(%(statuses)s)"
-        )
-        params = {
-            "id": job_id,
-            "error": error,
-            "at": c.utc_ms(completed_at),
-            "statuses": list(c.failable_statuses(from_statuses)),
-        }
-        return await self._transition(sql, params, event)
-
-    async def reap_candidates(
-        self,
-        *,
-        pending_created_before: datetime,
-        processing_started_before: datetime,
-        limit: int,
-    ) -> list[JobRecord]:
-        rows = await self._fetchall(
-            f"SELECT {c.JOB_COLUMNS} FROM jobs"
-            " WHERE (status = 'pending' AND created_at < %(pending)s)"
-            " OR (status = 'processing' AND started_at < %(processing)s)"
-            " ORDER BY created_at, id LIMIT %(limit)s",
-            {
-                "pending": c.utc_ms(pending_created_before),
-                "processing": c.utc_ms(processing_started_before),
-                "limit": limit,
-            },
-        )
-        return [c.job_from_row(r, _ts) for r in rows]
-
-    async def jobs_with_status(self, status: JobStatus) -> list[JobRecord]:
-        rows = await self._fetchall(
-            f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE status = %s ORDER BY created_at, id",
-            (status,),
-        )
-        return [c.job_from_row(r, _ts) for r in rows]
-
-    # -- outbox ----------------------------------------------------------------------------
+            if tx == "autocommit":
+                return await p.drive_async(program, execute)
+            async with conn.transaction():
+                if tx == "snapshot":
+                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                return await p.drive_async(program, execute)
 
     @asynccontextmanager
-    async def claim_unsent(
-        self, *, created_before: datetime, limit: int
-    ) -> AsyncIterator[_PostgresBatch]:
+    async def _hold(self, claim: p.Statement) -> AsyncIterator[tuple[list[p.Row], StepRunner]]:
+        """The claimed rows stay locked ``FOR UPDATE SKIP LOCKED`` by a transaction held open
+        for the context; marks run in it and commit with it, also when the body raised."""
         body_error: Exception | None = None
         async with self._conn() as conn, conn.transaction():
-            cur = await conn.execute(
-                f"SELECT {c.OUTBOX_COLUMNS} FROM outbox"
-                " WHERE sent_at IS NULL AND created_at < %s"
-                " ORDER BY created_at, id LIMIT %s FOR UPDATE SKIP LOCKED",
-                (c.utc_ms(created_before), limit),
-            )
-            rows = [c.outbox_from_row(r, _ts) for r in await cur.fetchall()]
+
+            async def run(step: p.Step) -> p.Result:
+                with map_postgres_errors():
+                    return await _execute(conn, step)
+
+            rows = (await _execute(conn, claim)).rows
             try:
-                yield _PostgresBatch(conn, rows)
+                yield rows, run
             except Exception as exc:
                 body_error = exc  # commit the marks made so far, then re-raise
         if body_error is not None:
             raise body_error
-
-    async def mark_sent(self, ce_ids: Sequence[str], at: datetime) -> None:
-        await self._rowcount(
-            "UPDATE outbox SET sent_at = %s WHERE ce_id = ANY(%s)", (c.utc_ms(at), list(ce_ids))
-        )
-
-    async def assign_feed_seq(self) -> int:
-        async with self._conn() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (FEED_SEQ_LOCK_KEY,))
-            # A new statement, so a new snapshot: it sees every number committed before the
-            # lock was granted, which keeps the sequence gap-free and unique.
-            cur = await conn.execute(
-                "WITH top AS (SELECT coalesce(max(feed_seq), 0) AS n FROM outbox),"
-                " todo AS (SELECT id, row_number() OVER (ORDER BY id) AS k"
-                " FROM outbox WHERE feed_seq IS NULL)"
-                " UPDATE outbox o SET feed_seq = top.n + todo.k FROM top, todo"
-                " WHERE o.id = todo.id"
-            )
-            return cur.rowcount
-
-    async def read_feed(
-        self,
-        *,
-        after: int,
-        limit: int,
-        event_type: EventType | None = None,
-        tenant: str,
-        products: Collection[str] | None,
-    ) -> list[OutboxRow]:
-        where, params = c.feed_where("feed_seq", tenant, products, event_type, _DIALECT)
-        rows = await self._fetchall(
-            f"SELECT {c.OUTBOX_COLUMNS} FROM outbox WHERE {where}"
-            " ORDER BY feed_seq LIMIT %(limit)s",
-            {**params, "after": after, "limit": limit},
-        )
-        return [c.outbox_from_row(r, _ts) for r in rows]
-
-    async def count_unsent(self) -> int:
-        row = await self._fetchone("SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL")
-        return 0 if row is None else int(row["n"])
