@@ -90,7 +90,7 @@ asyncio.run(main())
 def test_the_sqlite_store_runs_without_the_postgresql_driver(tmp_path: Path) -> None:
     """Embedded mode runs without the optional ``postgres`` extra: the shared statements,
     dialect and store layer import no driver; psycopg lives in ``postgres.py`` only."""
-    done = subprocess.run(
+    done = subprocess.run(  # noqa: S603 - this interpreter and a fixed script, no shell
         [sys.executable, "-c", _WITHOUT_PSYCOPG, str(tmp_path / "metadata.db")],
         capture_output=True,
         text=True,
