@@ -18,8 +18,8 @@ demo: install
 	$(BIN)/fetcher demo
 
 lint: install
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples deploy/container/fetcher-healthcheck
+	$(BIN)/ruff format --check src tests bench examples deploy/container/fetcher-healthcheck
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml deploy/kubernetes/secret-template/*.yaml
