@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Python that ships outside the package: the image's health check, compose's bucket creator.
+DEPLOY_PY := deploy/container/fetcher-healthcheck deploy/compose/create-bucket.py
 
 .PHONY: install demo test test-unit lint bench clean image
 
@@ -18,8 +20,8 @@ demo: install
 	$(BIN)/fetcher demo
 
 lint: install
-	$(BIN)/ruff check src tests bench examples deploy/container/fetcher-healthcheck
-	$(BIN)/ruff format --check src tests bench examples deploy/container/fetcher-healthcheck
+	$(BIN)/ruff check src tests bench examples $(DEPLOY_PY)
+	$(BIN)/ruff format --check src tests bench examples $(DEPLOY_PY)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml deploy/kubernetes/secret-template/*.yaml

@@ -58,7 +58,7 @@ def test_the_schema_check_rejects_a_broken_compose_file(tmp_path: Path) -> None:
     assert "service_up" in result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("service", FETCHER_SERVICES)
+@pytest.mark.parametrize("service", [*FETCHER_SERVICES, "s3-init"])
 def test_every_variable_is_one_fetcher_reads(service: str) -> None:
     environment = _compose()["services"][service]["environment"]
     known = settings_variables() | entrypoint_file_variables().keys()
