@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Python that ships outside the package: the image's health check, compose's bucket creator.
+DEPLOY_PY := deploy/container/fetcher-healthcheck deploy/compose/create-bucket.py
 
-.PHONY: install demo test test-unit lint bench clean
+.PHONY: install demo test test-unit lint bench clean image
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +20,11 @@ demo: install
 	$(BIN)/fetcher demo
 
 lint: install
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples $(DEPLOY_PY)
+	$(BIN)/ruff format --check src tests bench examples $(DEPLOY_PY)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml deploy/kubernetes/secret-template/*.yaml
 
 # The S3 server (SeaweedFS) and the MongoDB wire server (nx-27017), both on loopback, run only
 # around the tests and are stopped by PID, both of them even when the tests or a start fail.
@@ -31,6 +34,15 @@ test: install lint
 	if [ $$rc -eq 0 ]; then scripts/mongo-server.sh start; rc=$$?; fi; \
 	if [ $$rc -eq 0 ]; then $(BIN)/pytest; rc=$$?; fi; \
 	scripts/mongo-server.sh stop; scripts/s3-server.sh stop; exit $$rc
+
+# The OCI image (Containerfile), built with `podman build --isolation chroot` on a debootstrap
+# Debian base kept outside the repository (scripts/image-base.sh, FETCHER_IMAGE_CACHE), then
+# checked in its own file system: `fetcher demo` as the image's user, non-root, no compiler, no
+# .git, start time and size (tests/deploy/test_image.py). Too slow for `make test`; .ci/run
+# runs it after. Installs podman and debootstrap when missing.
+image: install
+	scripts/system-packages.sh image
+	$(BIN)/pytest -m image tests/deploy/test_image.py -s
 
 test-unit: install
 	$(BIN)/pytest tests/unit tests/architecture

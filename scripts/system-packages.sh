@@ -2,12 +2,19 @@
 # Debian packages the test suite needs beyond Python wheels, installed only when missing:
 #   libltdl7   mssql-python's bundled Microsoft ODBC Driver 18 loads it (SQL_SERVER connections)
 #   chromium   the offline /docs test renders Swagger UI in headless Chromium (tests/e2e)
+# `scripts/system-packages.sh image` installs instead what `make image` needs:
+#   podman, debootstrap   build the OCI image and its Debian base (tests/deploy/test_image.py)
 # Runs as root on the project machines (CI included); elsewhere it says what to install.
 set -euo pipefail
 
 missing=()
-ldconfig -p 2>/dev/null | grep -q 'libltdl\.so\.7' || missing+=(libltdl7)
-command -v chromium >/dev/null || missing+=(chromium)
+if [[ "${1:-}" == image ]]; then
+    command -v podman >/dev/null || missing+=(podman)
+    command -v debootstrap >/dev/null || missing+=(debootstrap)
+else
+    ldconfig -p 2>/dev/null | grep -q 'libltdl\.so\.7' || missing+=(libltdl7)
+    command -v chromium >/dev/null || missing+=(chromium)
+fi
 
 if ((${#missing[@]} == 0)); then
     exit 0
