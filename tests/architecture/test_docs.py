@@ -82,6 +82,49 @@ def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
     assert broken == []
 
 
+# Paths from the root, or from src/fetcher as docs/architecture.md writes them, and modules.
+_REPO_PATH = re.compile(
+    r"(?<![\w/.-])((?:tests|bench|src|scripts|examples|docs|services|manager|adapters|engine"
+    r"|worker|cli|crypto|client|consumer)/[\w./-]*\w)"
+)
+_MODULE = re.compile(r"(?<![\w.])fetcher((?:\.\w+)+)(?![\w{])")
+
+
+def _exists(relative: str) -> bool:
+    bases = (ROOT, SRC)
+    return any((b / relative).exists() or (b / f"{relative}.py").exists() for b in bases)
+
+
+def _module_source(parts: list[str]) -> str | None:
+    for candidate in (SRC.joinpath(*parts).with_suffix(".py"), SRC.joinpath(*parts, "__init__.py")):
+        if candidate.is_file():
+            return candidate.read_text()
+    return None
+
+
+def _module_or_attribute(dotted: str) -> bool:
+    """``.adapters.fastjson`` is a module; ``.client.FetcherClient`` a name its parent
+    defines. A first part that is no subpackage (``fetcher.jwt``, a ce-id) is not a module."""
+    parts = dotted.strip(".").split(".")
+    if not (SRC / parts[0]).is_dir() and not (SRC / f"{parts[0]}.py").is_file():
+        return True
+    if _module_source(parts) is not None:
+        return True
+    parent = _module_source(parts[:-1])
+    return parent is not None and re.search(rf"\b{re.escape(parts[-1])}\b", parent) is not None
+
+
+@pytest.mark.parametrize("page", USER_DOCS, ids=_name)
+def test_every_file_and_module_a_page_names_exists(page: Path) -> None:
+    missing = []
+    for code in _code(page.read_text()):
+        for path in _REPO_PATH.findall(code):
+            if "*" not in path and not _exists(path.rstrip(".")):
+                missing.append(path)
+        missing += [f"fetcher{d}" for d in _MODULE.findall(code) if not _module_or_attribute(d)]
+    assert missing == []
+
+
 # --- settings ------------------------------------------------------------------------------
 
 _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_(?:[A-Z0-9]+|<NAME>))+(?:_\*)?")
