@@ -10,6 +10,7 @@ import ast
 import contextlib
 import io
 import re
+import textwrap
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -298,3 +299,13 @@ def test_every_api_path_a_page_shows_is_a_route(page: Path) -> None:
                 unknown.append(path)
     assert len(_route_patterns()) > 15
     assert unknown == []
+
+
+def test_the_typed_client_example_is_the_code_an_end_to_end_test_runs() -> None:
+    """docs/events.md shows ``tests/e2e/test_client_job.py``'s user code, byte for byte."""
+    source = (ROOT / "tests" / "e2e" / "test_client_job.py").read_text()
+    marked = source.split("# --- user code", 1)[1].split("# --- end of user code", 1)[0]
+    lines = marked.splitlines()[1:-1]
+    user_code = textwrap.dedent("\n".join(lines)).replace("  # fmt: skip", "")
+    assert len(lines) == 11
+    assert f"```python\n{user_code}\n```" in (ROOT / "docs" / "events.md").read_text()
