@@ -1,13 +1,13 @@
-"""A PyMarkdown rule (``make lint`` loads it with ``--add-plugin``; PyMarkdown wants the class
-named after the file): no fenced code block holds a
+"""FET001, a PyMarkdown rule that ``make lint`` loads (``plugins.additional_paths`` in
+pyproject.toml; PyMarkdown wants the class named after the file): no fenced code block holds a
 line that looks like its own fence.
 
 A closing fence is only the fence characters, optionally followed by spaces (CommonMark §4.5).
-A line such as ````` ``` `fetcher demo --keep` leaves… ````` or ````` ```console ````` inside a
-block therefore does *not* close it: the block runs on, and the prose, headings and tables
-after it render as code. PyMarkdown's own rules accept such a file, so this rule reports the
-first line inside a block that starts with at least as many of the block's fence characters
-as opened it: the line the author meant as a fence.
+A line of three backticks followed by text (the README's "``` `fetcher demo --keep` leaves…")
+or by an info string ("```console") inside a block therefore does *not* close it: the block
+runs on, and the prose, headings and tables after it render as code. PyMarkdown's own rules
+accept such a file, so this rule reports the first line inside a block that starts with at
+least as many of the block's fence characters as opened it: the line meant as a fence.
 """
 
 from __future__ import annotations
