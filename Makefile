@@ -25,6 +25,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml deploy/kubernetes/secret-template/*.yaml
+	$(BIN)/pymarkdown scan --recurse README.md docs bench tests
 
 # The S3 server (SeaweedFS) and the MongoDB wire server (nx-27017), both on loopback, run only
 # around the tests and are stopped by PID, both of them even when the tests or a start fail.

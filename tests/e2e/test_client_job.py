@@ -1,5 +1,6 @@
 """The typed client drives a whole job against the real stack — create a connection, submit,
-wait, open the verified result — in the few lines the README shows (issue 9)."""
+wait, open the verified result — in the few lines docs/events.md shows (issue 9;
+tests/architecture/test_docs.py keeps the two equal)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ pytestmark = E2E
 async def user_code(
     url: str, name: str, src: Database, keys: ConsumerKeys, s3: S3Source
 ) -> tuple[Any, Any, list[dict[str, Any]]]:
-    """The README's user code (11 lines between the markers)."""
+    """docs/events.md's user code (11 lines between the markers)."""
     # --- user code -----------------------------------------------------------------------
     async with AsyncFetcherClient(url) as api, s3:
         await api.create_connection(

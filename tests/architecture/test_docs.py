@@ -1,0 +1,311 @@
+"""The README and ``docs/`` against the code, so the documentation cannot drift (issue 20):
+every relative link and anchor resolves; every repository file and ``fetcher.*`` module a page
+names exists; ``docs/settings.md`` names exactly the variables ``settings.py`` reads, and every
+other ``UPPER_CASE`` name a page mentions exists in the code; every ``fetcher`` command and
+flag a page shows exists; every HTTP path a page shows is a route of the Manager; and the
+typed-client example is the code an end-to-end test runs."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "fetcher"
+USER_DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
+ALL_DOCS = (*USER_DOCS, ROOT / "bench" / "README.md", ROOT / "tests" / "contract" / "README.md")
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?^ {0,3}\1[ \t]*$", re.M | re.S)
+_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+_LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+
+
+def _name(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def _prose(text: str) -> str:
+    """The text outside fenced blocks and code spans (where a ``[x](y)`` is a link)."""
+    return _SPAN.sub("", _FENCE.sub("", text))
+
+
+def _code(text: str) -> Iterator[str]:
+    """Every fenced block's and code span's content (where commands and paths are shown)."""
+    for block in _FENCE.finditer(text):
+        yield block.group(0)
+    for span in _SPAN.finditer(_FENCE.sub("", text)):
+        yield span.group(2)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+@cache
+def _anchors(path: Path) -> frozenset[str]:
+    seen: dict[str, int] = {}
+    anchors = set()
+    for heading in _HEADING.findall(_FENCE.sub("", path.read_text())):
+        slug = _slug(heading)
+        anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return frozenset(anchors)
+
+
+def test_the_pages_are_found() -> None:
+    assert {"README.md", "docs/settings.md", "docs/architecture.md"} <= {
+        _name(p) for p in USER_DOCS
+    }
+
+
+@pytest.mark.parametrize("page", ALL_DOCS, ids=_name)
+def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
+    broken = []
+    for target in _LINK.findall(_prose(page.read_text())):
+        if re.match(r"[a-z]+:", target):
+            continue  # https://, mailto: — nothing on this machine to check
+        file, _, anchor = target.partition("#")
+        resolved = (page.parent / file).resolve() if file else page
+        if not resolved.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+            broken.append(f"{target}: no heading with that anchor")
+    assert broken == []
+
+
+# Paths from the root, or from src/fetcher as docs/architecture.md writes them, and modules.
+_REPO_PATH = re.compile(
+    r"(?<![\w/.-])((?:tests|bench|src|scripts|examples|docs|services|manager|adapters|engine"
+    r"|worker|cli|crypto|client|consumer)/[\w./-]*\w)"
+)
+_MODULE = re.compile(r"(?<![\w.])fetcher((?:\.\w+)+)(?![\w{])")
+
+
+def _exists(relative: str) -> bool:
+    bases = (ROOT, SRC)
+    return any((b / relative).exists() or (b / f"{relative}.py").exists() for b in bases)
+
+
+def _module_source(parts: list[str]) -> str | None:
+    for candidate in (SRC.joinpath(*parts).with_suffix(".py"), SRC.joinpath(*parts, "__init__.py")):
+        if candidate.is_file():
+            return candidate.read_text()
+    return None
+
+
+def _module_or_attribute(dotted: str) -> bool:
+    """``.adapters.fastjson`` is a module; ``.client.FetcherClient`` a name its parent
+    defines. A first part that is no subpackage (``fetcher.jwt``, a ce-id) is not a module."""
+    parts = dotted.strip(".").split(".")
+    if not (SRC / parts[0]).is_dir() and not (SRC / f"{parts[0]}.py").is_file():
+        return True
+    if _module_source(parts) is not None:
+        return True
+    parent = _module_source(parts[:-1])
+    return parent is not None and re.search(rf"\b{re.escape(parts[-1])}\b", parent) is not None
+
+
+@pytest.mark.parametrize("page", USER_DOCS, ids=_name)
+def test_every_file_and_module_a_page_names_exists(page: Path) -> None:
+    missing = []
+    for code in _code(page.read_text()):
+        for path in _REPO_PATH.findall(code):
+            if "*" not in path and not _exists(path.rstrip(".")):
+                missing.append(path)
+        missing += [f"fetcher{d}" for d in _MODULE.findall(code) if not _module_or_attribute(d)]
+    assert missing == []
+
+
+# --- settings ------------------------------------------------------------------------------
+
+_ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_(?:[A-Z0-9]+|<NAME>))+(?:_\*)?")
+
+
+def _string_args(path: Path, methods: frozenset[str]) -> set[str]:
+    """The constant first arguments of ``x.<method>("NAME", …)`` calls and ``x["NAME"]``."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute):
+            first, method = node.args[0], node.func.attr
+            if method in methods and isinstance(first, ast.Constant):
+                found.add(str(first.value))
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            found.add(str(node.slice.value))
+    return {name for name in found if _ENV_NAME.fullmatch(name)}
+
+
+@cache
+def _settings_variables() -> frozenset[str]:
+    """What ``Settings.from_env`` reads: settings.py's own reads and §9.4's family."""
+    reads = _string_args(SRC / "settings.py", frozenset({"get", "integer", "boolean"}))
+    return frozenset(reads | {"DATASOURCE_<NAME>_*"})
+
+
+@cache
+def _cli_variables() -> frozenset[str]:
+    return frozenset(
+        name
+        for path in (SRC / "cli").glob("*.py")
+        for name in _string_args(path, frozenset({"get"}))
+    )
+
+
+def _settings_table_names() -> set[str]:
+    """The variables of the tables under "Every variable" in docs/settings.md (not the
+    command line's own)."""
+    text = (ROOT / "docs" / "settings.md").read_text()
+    section = text.split("## Every variable", 1)[1].split("### The command line's own", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    return {name for cell in rows for name in re.findall(r"`([^`]+)`", cell)}
+
+
+def test_the_settings_page_names_every_variable_settings_reads_and_no_other() -> None:
+    documented = _settings_table_names()
+    assert len(_settings_variables()) > 40
+    assert sorted(_settings_variables() - documented) == [], "read but not documented"
+    assert sorted(documented - _settings_variables()) == [], "documented but never read"
+
+
+@cache
+def _names_in_code() -> frozenset[str]:
+    """Every UPPER_CASE identifier or string in the Python of the tree, and in the Makefile
+    and CI script (constants, enum members, test and bench variables)."""
+    found: set[str] = set()
+    for folder in ("src", "tests", "bench", "examples"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Name):
+                    found.add(node.id)
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    found.update(_ENV_NAME.findall(node.value))
+    for path in (ROOT / "Makefile", ROOT / ".ci" / "run"):
+        found.update(_ENV_NAME.findall(path.read_text()))
+    return frozenset(found)
+
+
+def _known(name: str) -> bool:
+    if name in _settings_variables() | _cli_variables() | _names_in_code():
+        return True
+    if name.endswith("_*"):  # a family such as RABBITMQ_* or OBJECT_STORAGE_*
+        return any(v.startswith(name[:-1]) for v in _settings_variables())
+    return name.startswith("DATASOURCE_<NAME>_")
+
+
+@pytest.mark.parametrize("page", USER_DOCS, ids=_name)
+def test_every_upper_case_name_a_page_mentions_exists_in_the_code(page: Path) -> None:
+    unknown = sorted({n for n in _ENV_NAME.findall(page.read_text()) if not _known(n)})
+    assert unknown == []
+
+
+# --- the command line ----------------------------------------------------------------------
+
+# These do their work whatever follows them (``demo --help`` runs the demo): their flags are
+# read from the usage of ``fetcher --help`` instead of being asked for.
+_NOT_RUN_FOR_HELP = frozenset({"run", "demo", "generate-master-key"})
+_COMMAND = re.compile(r"(?:^|[\s$(`])fetcher\s+([a-z][a-z-]*(?:\s+[a-z]+)?)([^\n;&)>`]*)", re.M)
+
+
+def _help_text(argv: list[str]) -> str:
+    """What ``fetcher <argv>`` prints, from a child process: some commands bind
+    ``sys.stdout`` as a default argument when imported, out of reach of a redirect here."""
+    done = subprocess.run(  # noqa: S603 - our own interpreter and command, fixed arguments
+        [sys.executable, "-c", "import sys; from fetcher.cli import main; sys.exit(main())", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.stdout + done.stderr
+
+
+@cache
+def _commands() -> dict[str, frozenset[str]]:
+    """``{"events tail": {"--json", …}, …}`` from ``fetcher --help`` and each ``--help``."""
+    usage = _help_text(["--help"]).split("commands:", 1)[1]
+    commands: dict[str, frozenset[str]] = {}
+    for line in filter(None, (line.strip() for line in usage.splitlines())):
+        head = re.split(r"\s{2,}", line)[0]
+        name = " ".join(w for w in head.split() if w[0] not in "[<")
+        text = head if name in _NOT_RUN_FOR_HELP else _help_text([*name.split(), "--help"])
+        commands[name] = frozenset(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", text))
+    return commands
+
+
+def _invocations(page: Path) -> Iterator[tuple[str, str]]:
+    for code in _code(page.read_text()):
+        plain = re.sub(r"<[^<>\n]*>", "X", code.replace("\\|", " "))  # <jobId|objectKey>
+        for match in _COMMAND.finditer(plain):
+            words = match.group(1).split()
+            command = " ".join(words) if " ".join(words) in _commands() else words[0]
+            rest = (" ".join(words[1:]) + " " if command == words[0] else "") + match.group(2)
+            yield command, rest
+
+
+@pytest.mark.parametrize("page", ALL_DOCS, ids=_name)
+def test_every_command_and_flag_a_page_shows_exists(page: Path) -> None:
+    wrong = []
+    for command, rest in _invocations(page):
+        if command not in _commands():
+            wrong.append(f"fetcher {command}: no such command")
+            continue
+        for flag in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", rest):
+            if flag not in _commands()[command]:
+                wrong.append(f"fetcher {command} {flag}: no such option")
+    assert len(_commands()) >= 7
+    assert wrong == []
+
+
+# --- routes --------------------------------------------------------------------------------
+
+_PATH = re.compile(r"(/v1/[\w{}<>$.:/-]*|/readyz/tenant/[\w{}<>$-]+)")
+_APP_ROUTES = ("/openapi.json", "/docs")  # added by manager/app.py itself (checked below)
+
+
+@cache
+def _route_patterns() -> tuple[re.Pattern[str], ...]:
+    from fetcher.manager.routes import connections, events, jobs, operational
+
+    app = (SRC / "manager" / "app.py").read_text()
+    assert all(f'"{path}"' in app for path in _APP_ROUTES)
+    paths = [
+        str(getattr(route, "path", ""))
+        for module in (connections, events, jobs, operational)
+        for route in module.router.routes
+    ]
+    return tuple(
+        re.compile(re.sub(r"\\\{\w+\\\}", r"[^/]+", re.escape(path)) + "/?")
+        for path in [*paths, *_APP_ROUTES]
+    )
+
+
+@pytest.mark.parametrize("page", USER_DOCS, ids=_name)
+def test_every_api_path_a_page_shows_is_a_route(page: Path) -> None:
+    unknown = []
+    for code in _code(page.read_text()):
+        for shown in _PATH.findall(code):
+            path = shown.split("?")[0].rstrip(".:")
+            if not any(p.fullmatch(path) for p in _route_patterns()):
+                unknown.append(path)
+    assert len(_route_patterns()) > 15
+    assert unknown == []
+
+
+def test_the_typed_client_example_is_the_code_an_end_to_end_test_runs() -> None:
+    """docs/events.md shows ``tests/e2e/test_client_job.py``'s user code, byte for byte."""
+    source = (ROOT / "tests" / "e2e" / "test_client_job.py").read_text()
+    marked = source.split("# --- user code", 1)[1].split("# --- end of user code", 1)[0]
+    lines = marked.splitlines()[1:-1]
+    user_code = textwrap.dedent("\n".join(lines)).replace("  # fmt: skip", "")
+    assert len(lines) == 11
+    assert f"```python\n{user_code}\n```" in (ROOT / "docs" / "events.md").read_text()
