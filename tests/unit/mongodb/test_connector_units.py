@@ -308,5 +308,5 @@ async def test_system_collections_are_not_listed() -> None:
             {"name": "systemic", "type": "collection"},
         ]
     )
-    listed = await _list_collections(listing)  # type: ignore[arg-type]
+    listed = await _list_collections(listing, "ds")  # type: ignore[arg-type]
     assert listed == [("orders", "collection"), ("big_orders", "view"), ("systemic", "collection")]
