@@ -239,7 +239,7 @@ class _Tail:
                     continue
                 if unverified is not None and args.require_verified:
                     raise UnverifiedEventError(
-                        f"event at cursor {printable(item.get('cursor'))} is unverified "
+                        f"event at cursor {item.get('cursor')} is unverified "
                         f"({unverified}) and --require-verified is set"
                     )
                 if await dedup.claim(event.ce_id) and not self.printer.emit(
@@ -340,7 +340,7 @@ def _report(exc: Exception, explicit: str | None, env: Mapping[str, str], stderr
         stderr.write(f"Error: {printable(exc)}\n")
         return 1
     if isinstance(exc, UnverifiedEventError):
-        stderr.write(f"Error: {exc}\n")
+        stderr.write(f"Error: {printable(exc)}\n")
     elif isinstance(exc, FetcherError | EventError | OSError | ConnectionError):
         hint = auth_hint(exc, explicit, env)
         stderr.write(f"Error: {type(exc).__name__}: {printable(exc)}\n{hint}")

@@ -287,9 +287,8 @@ def _reference(args: argparse.Namespace, env: Mapping[str, str]) -> ResultRef:
         job: object = client.get_job(args.target)
     if not isinstance(job, dict):
         raise ResultError("the job answer is not a JSON object")
-    if job.get("status") != "completed":
-        state = printable(job.get("status"))
-        raise ResultNotFoundError(f"job {printable(args.target)} is {state}: it has no result")
+    if job.get("status") != "completed":  # the message is escaped where it is written
+        raise ResultNotFoundError(f"job {args.target} is {job.get('status')}: it has no result")
     return ResultRef.of(job)
 
 
