@@ -80,7 +80,15 @@ class UnverifiedEventError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fetcher events tail", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="fetcher events tail",
+        description=__doc__.split("\n")[0],
+        epilog="AMQP events are verified (signature, freshness, tenant, schema) or rejected. "
+        "The --feed carries no signature: its events are printed flagged [unverified: unsigned "
+        'feed] (--json: "verified": false); --require-verified refuses them (exit 2). A '
+        "job_id that is not a UUID is flagged. Every server value is escaped before it is "
+        "written (control, ESC, DEL, C1 and bidi characters as \\xNN/\\uNNNN).",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per event")
     parser.add_argument("--feed", metavar="URL", help="follow the Manager's event feed at URL")
     parser.add_argument("--after", default="0", help="feed cursor to start after (with --feed)")

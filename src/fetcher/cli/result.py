@@ -215,7 +215,13 @@ def object_source(env: Mapping[str, str]) -> ObjectSource | S3Source:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fetcher result get", description="Download, verify and decrypt a job's result."
+        prog="fetcher result get",
+        description="Download, verify and decrypt a job's result.",
+        epilog="Verified before one byte is written (stdout or -o FILE): the AES-GCM tag, the "
+        "HMAC-SHA256 against the job's resultHmac (or --hmac) and the size; nothing is written "
+        "unless the HMAC verifies. Not verified: that a Manager's resultHmac belongs to the job "
+        "asked for (pin it with --hmac from a verified event). Every server text shown is "
+        "escaped. Exit 0 written, 1 usage, 2 unavailable or over a read limit, 3 integrity.",
     )
     parser.add_argument("target", help="a job ID (looked up via the API) or an object key")
     parser.add_argument("-o", "--output", help="write the JSON to FILE (default: stdout)")
