@@ -247,6 +247,7 @@ def test_a_300_mb_job_answer_is_refused_in_bounded_memory(tmp_path: Path) -> Non
         (Answer([b"{not json"]), "is not JSON"),
         (Answer.json(["a", "list"]), "the job answer is not a JSON object"),
         (Answer.json({"status": "\x1b]0;PWNED\x07running"}), "is \\x1b]0;PWNED\\x07running"),
+        (Answer.json({"status": "r" * 1_000_000}), "… (998062 more characters)"),
     ],
 )
 def test_an_unusable_job_answer_is_one_escaped_line(

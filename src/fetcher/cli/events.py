@@ -53,7 +53,7 @@ from fetcher.cli.result import (
     consumer_keys,
     token_arguments,
 )
-from fetcher.cli.terminal import is_uuid, json_text, printable
+from fetcher.cli.terminal import ERROR_TEXT_CHARS, is_uuid, json_text, printable
 from fetcher.client import AsyncFetcherClient, FetcherError
 from fetcher.consumer import (
     BadSignatureError,
@@ -242,8 +242,10 @@ class _Tail:
                 try:
                     event, unverified = self._feed_event(item)
                 except EventError as exc:
-                    cursor = printable(item.get("cursor"))
-                    status.write(f"rejected cursor {cursor}: {printable(exc)}\n")
+                    cursor = printable(item.get("cursor"), max_chars=40)
+                    status.write(
+                        f"rejected cursor {cursor}: {printable(exc, max_chars=ERROR_TEXT_CHARS)}\n"
+                    )
                     continue
                 if unverified is not None and args.require_verified:
                     raise UnverifiedEventError(
@@ -299,7 +301,9 @@ async def _handle(
         )
     except EventError as exc:
         await message.reject(requeue=False)
-        status.write(f"rejected {type(exc).__name__}: {printable(exc)}\n")
+        status.write(
+            f"rejected {type(exc).__name__}: {printable(exc, max_chars=ERROR_TEXT_CHARS)}\n"
+        )
         return True
     if not await dedup.claim(event.ce_id):
         await message.ack()
@@ -342,16 +346,17 @@ def events_command(
 
 
 def _report(exc: Exception, explicit: str | None, env: Mapping[str, str], stderr: TextIO) -> int:
-    """One error line (every server text in it escaped) and the exit code: 1 for a setting,
-    2 for everything else."""
+    """One error line (every server text in it escaped and cut) and the exit code: 1 for a
+    setting, 2 for everything else."""
+    text = printable(exc, max_chars=ERROR_TEXT_CHARS)
     if isinstance(exc, ConfigError):
-        stderr.write(f"Error: {printable(exc)}\n")
+        stderr.write(f"Error: {text}\n")
         return 1
     if isinstance(exc, UnverifiedEventError):
-        stderr.write(f"Error: {printable(exc)}\n")
+        stderr.write(f"Error: {text}\n")
     elif isinstance(exc, FetcherError | EventError | OSError | ConnectionError):
         hint = auth_hint(exc, explicit, env)
-        stderr.write(f"Error: {type(exc).__name__}: {printable(exc)}\n{hint}")
+        stderr.write(f"Error: {type(exc).__name__}: {text}\n{hint}")
     else:
-        stderr.write(f"Error: unexpected {type(exc).__name__}: {printable(exc)}\n")
+        stderr.write(f"Error: unexpected {type(exc).__name__}: {text}\n")
     return 2

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
 
-from fetcher.cli.terminal import json_document_text, printable
+from fetcher.cli.terminal import ERROR_TEXT_CHARS, json_document_text, printable
 from fetcher.client import AuthenticationError, FetcherClient, FetcherError
 from fetcher.client._core import checked_token
 from fetcher.consumer import (
@@ -407,15 +407,16 @@ def result_command(
 
 
 def _report(exc: Exception, explicit: str | None, env: Mapping[str, str], stderr: TextIO) -> int:
-    """One error line (every server text in it escaped) and the exit code for ``exc``."""
+    """One error line (every server text in it escaped and cut) and the exit code for ``exc``."""
+    text = printable(exc, max_chars=ERROR_TEXT_CHARS)
     if isinstance(exc, ConfigError):
-        stderr.write(f"Error: {printable(exc)}\n")
+        stderr.write(f"Error: {text}\n")
         return EXIT_USAGE
     if isinstance(exc, IntegrityError):
-        stderr.write(f"\nintegrity check failed: {printable(exc)}; nothing was written\n")
+        stderr.write(f"\nintegrity check failed: {text}; nothing was written\n")
         return EXIT_INTEGRITY
     if isinstance(exc, ResultError | FetcherError | OSError):
-        stderr.write(f"\nError: {printable(exc)}\n{auth_hint(exc, explicit, env)}")
+        stderr.write(f"\nError: {text}\n{auth_hint(exc, explicit, env)}")
     else:
-        stderr.write(f"\nError: unexpected {type(exc).__name__}: {printable(exc)}\n")
+        stderr.write(f"\nError: unexpected {type(exc).__name__}: {text}\n")
     return EXIT_UNAVAILABLE

@@ -23,7 +23,10 @@ import json
 import re
 from typing import Any
 
-__all__ = ["is_uuid", "json_document_text", "json_text", "printable"]
+__all__ = ["ERROR_TEXT_CHARS", "is_uuid", "json_document_text", "json_text", "printable"]
+
+#: How much of a server's text an error line shows.
+ERROR_TEXT_CHARS = 2000
 
 #: The controls (C0, DEL, C1) and the other characters that change how a line reads: bidi
 #: marks, embeddings, overrides and isolates, the line/paragraph separators, lone surrogates.
@@ -43,10 +46,15 @@ def _visible(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
-def printable(value: object) -> str:
-    """``value`` as text safe to write on a terminal line (module docstring)."""
+def printable(value: object, *, max_chars: int | None = None) -> str:
+    """``value`` as text safe to write on a terminal line (module docstring); with
+    ``max_chars``, cut to that many characters of the escaped text plus a note of the rest
+    (an error line stays one readable line whatever the server sent)."""
     text = value if isinstance(value, str) else str(value)
-    return _UNSAFE_OR_BACKSLASH.sub(_visible, text)
+    shown = _UNSAFE_OR_BACKSLASH.sub(_visible, text)
+    if max_chars is None or len(shown) <= max_chars:
+        return shown
+    return f"{shown[:max_chars]}… ({len(shown) - max_chars} more characters)"
 
 
 def _json_escape(match: re.Match[str]) -> str:

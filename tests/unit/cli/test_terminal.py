@@ -69,3 +69,8 @@ def test_a_document_keeps_its_json_whitespace_and_meaning() -> None:
 )
 def test_is_uuid_accepts_only_the_canonical_form(value: object, expected: bool) -> None:
     assert is_uuid(value) is expected
+
+
+def test_max_chars_cuts_the_escaped_text_and_says_how_much_is_left() -> None:
+    assert printable("ab\x1bcd", max_chars=4) == "ab\\x… (4 more characters)"
+    assert printable("abc", max_chars=3) == "abc"
