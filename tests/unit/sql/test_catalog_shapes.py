@@ -3,7 +3,8 @@
 query with the §4.5 text naming the column — never an unpacking error that escapes as
 "internal error" (a job) or ``500 FET-0002`` (``GET …/schema``). One fake answer per engine,
 given to the function that unpacks that engine's catalog (MySQL: its whole ``discover``,
-through a fake asyncmy connection, since it runs three catalog queries)."""
+through a fake asyncmy connection, since it runs three catalog queries). MongoDB's are in
+tests/unit/mongodb/test_connector_units.py, beside its listing fake."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from fetcher.adapters import mongodb
 from fetcher.adapters.sql import mysql, oracle, postgres, sqlite, sqlserver
 from fetcher.adapters.sql._common import result_columns, transposed
 from fetcher.engine import ConnectionDescriptor, EngineError, ErrorCategory
@@ -159,62 +159,6 @@ async def test_mysql_named_discovery_checks_the_table_name_list() -> None:
     with pytest.raises(EngineError) as caught:
         await connector.discover_tables([], ["t"])
     assert "where 1 are expected (TABLE_NAME)" in caught.value.text()
-
-
-class _Listing:
-    def __init__(self, infos: list[dict[str, Any]]) -> None:
-        self.infos = infos
-
-    async def list_collections(self) -> Any:
-        infos = self.infos
-
-        class _Cursor:
-            def __aiter__(self) -> Any:
-                return self._gen()
-
-            async def _gen(self) -> Any:
-                for info in infos:
-                    yield info
-
-        return _Cursor()
-
-
-@pytest.mark.parametrize(
-    ("info", "column", "kind"),
-    [
-        ({"name": 7, "type": "collection"}, "name", "int"),
-        ({"name": "c", "type": []}, "type", "list"),
-    ],
-)
-async def test_mongodb_listing_of_another_shape_names_the_field(
-    info: dict[str, Any], column: str, kind: str
-) -> None:
-    with pytest.raises(EngineError) as caught:
-        await mongodb._list_collections(_Listing([info]), DS)  # type: ignore[arg-type]
-    assert caught.value.text() == (
-        f"{DISCOVERY}: the catalog column 'listCollections.{column}' holds a {kind} value"
-    )
-
-
-class _Counting:
-    def __init__(self, answer: object) -> None:
-        self.answer = answer
-
-    async def estimated_document_count(self) -> object:
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return self.answer
-
-
-@pytest.mark.parametrize(
-    ("answer", "kind"), [("many", "str"), (2.5, "float"), (ValueError("int('x')"), "NoneType")]
-)
-async def test_mongodb_count_that_is_not_an_integer_is_a_discovery_failure(
-    answer: object, kind: str
-) -> None:
-    with pytest.raises(EngineError) as caught:
-        await mongodb._document_count(_Counting(answer), "collection", DS)
-    assert caught.value.text() == f"{DISCOVERY}: the catalog column 'count.n' holds a {kind} value"
 
 
 def test_a_result_of_another_width_is_a_query_failure_naming_the_columns() -> None:
