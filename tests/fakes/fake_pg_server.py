@@ -13,6 +13,9 @@ libpq refuses an error longer than 30,000 bytes before authentication completes.
 ``accept`` the server instead completes authentication (``AuthenticationOk``, the usual
 ``ParameterStatus`` messages, ``ReadyForQuery``) and answers every query with the error: that
 is how a hostile server gets a 64 KiB text to the client (the connection test's probe).
+With ``accept`` and ``rows``, every query is answered instead with those rows, each value an
+``int4`` column (issue 24: one int column where the catalog has six), over the simple and
+the extended query protocol.
 
 Everything received, on every connection, is kept in :attr:`FakePgServer.received`, so a
 test can check whether a password ever arrived. Use it as an async context manager or
@@ -83,6 +86,7 @@ class FakePgServer:
     ask_password: bool = True
     accept: bool = False
     hold: bool = False
+    rows: list[tuple[int, ...]] | None = None
     host: str = "127.0.0.1"
     received: bytearray = field(default_factory=bytearray)
     connections: int = 0
@@ -161,8 +165,39 @@ class FakePgServer:
             await self._read(reader, length - 4)
             if kind == b"X":
                 return
-            if kind in (b"Q", b"S"):
+            if self.rows is not None:
+                writer.write(self._rows_answer(kind))
+                await writer.drain()
+            elif kind in (b"Q", b"S"):
                 await self._answer(writer, then=_READY)
+
+    def _rows_answer(self, kind: bytes) -> bytes:
+        """The answer to one frontend message when every query returns :attr:`rows`."""
+        rows = self.rows or []
+        width = len(rows[0]) if rows else 1
+        columns = b"".join(
+            f"c{i}".encode() + b"\0" + struct.pack("!IhIhih", 0, 0, 23, 4, -1, 0)
+            for i in range(width)
+        )
+        description = _message(b"T", struct.pack("!h", width) + columns)
+        data = b"".join(
+            _message(
+                b"D",
+                struct.pack("!h", len(row))
+                + b"".join(struct.pack("!I", len(str(v))) + str(v).encode() for v in row),
+            )
+            for row in rows
+        )
+        done = _message(b"C", f"SELECT {len(rows)}".encode() + b"\0")
+        answers = {
+            b"Q": description + data + done + _READY,
+            b"P": _message(b"1", b""),
+            b"B": _message(b"2", b""),
+            b"D": description,
+            b"E": data + done,
+            b"S": _READY,
+        }
+        return answers.get(kind, b"")
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1

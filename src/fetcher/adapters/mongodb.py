@@ -64,6 +64,7 @@ from fetcher.adapters.sql._common import (
     DISCOVERY_TIMEOUT_SECONDS,
     NetworkConnector,
     Phase,
+    catalog_type_error,
     engine_error,
     translate_errors,
 )
@@ -615,14 +616,14 @@ class MongoConnector(NetworkConnector):
         db = self._database(Phase.DISCOVER)
         with map_mongo_errors(Phase.DISCOVER, self._name):
             async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
-                listed = await _list_collections(db)
+                listed = await _list_collections(db, self._name)
                 if names is not None:
                     listed = [(name, kind) for name, kind in listed if name in names]
                 gate = asyncio.Semaphore(_DISCOVERY_CONCURRENCY)
 
                 async def one(name: str, kind: str) -> TableSchema:
                     async with gate:
-                        columns = await _sample(db, name, kind)
+                        columns = await _sample(db, name, kind, self._name)
                     return TableSchema(schema="", name=name, columns=columns)
 
                 tables = await asyncio.gather(*(one(n, k) for n, k in listed))
@@ -688,25 +689,44 @@ def _encoded_rows(documents: list[Document], names: tuple[str, ...] | None) -> S
     return RowBatch(names, columns)
 
 
-async def _list_collections(db: AsyncDatabase[Document]) -> list[tuple[str, str]]:
-    """``listCollections``: (name, type) of every collection and view, ``system.*`` excluded."""
+async def _list_collections(db: AsyncDatabase[Document], datasource: str) -> list[tuple[str, str]]:
+    """``listCollections``: (name, type) of every collection and view, ``system.*`` excluded.
+    An entry whose ``name`` or ``type`` is not a string is the discovery failure naming it."""
     listed: list[tuple[str, str]] = []
     cursor = await db.list_collections()
     async for info in cursor:
-        name = str(info.get("name", ""))
+        name, kind = info.get("name"), info.get("type", "collection")
+        if not isinstance(name, str):
+            raise catalog_type_error(datasource, "listCollections.name", name)
+        if not isinstance(kind, str):
+            raise catalog_type_error(datasource, "listCollections.type", kind)
         if name and not name.startswith(_SYSTEM_PREFIX):
-            listed.append((name, str(info.get("type", "collection"))))
+            listed.append((name, kind))
     return listed
 
 
-async def _sample(db: AsyncDatabase[Document], name: str, kind: str) -> tuple[Column, ...]:
+async def _document_count(collection: Any, kind: str, datasource: str) -> int:
+    """The collection's document count (a view's is counted: views have no metadata); an
+    answer whose ``n`` is not an integer is the discovery failure naming it."""
+    try:
+        if kind == "view":
+            count = await collection.count_documents({})
+        else:
+            count = await collection.estimated_document_count()
+    except (KeyError, TypeError, ValueError):  # pymongo's int(answer["n"])
+        raise catalog_type_error(datasource, "count.n", None) from None
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise catalog_type_error(datasource, "count.n", count)
+    return count
+
+
+async def _sample(
+    db: AsyncDatabase[Document], name: str, kind: str, datasource: str
+) -> tuple[Column, ...]:
     """§11.3: every document up to 1,000, else a ``$sample`` sized by the document count;
     folded into a :class:`FieldTally` one cursor batch at a time."""
     collection = db[name]
-    if kind == "view":
-        count = await collection.count_documents({})  # views have no collection metadata
-    else:
-        count = await collection.estimated_document_count()
+    count = await _document_count(collection, kind, datasource)
     size = sample_size(count)
     if size is None:
         cursor: Any = collection.find({}, limit=1_000, batch_size=_SAMPLE_BATCH)

@@ -21,6 +21,7 @@ import httpx
 
 from fetcher.cli.demo_data import build_sample_database
 from fetcher.cli.run import configured_settings, listen_socket, running, startup_refused
+from fetcher.cli.terminal import json_document_text, printable
 from fetcher.crypto import KeySet, decrypt_object, generate_master_key, hmac_hex
 from fetcher.settings import Settings, StartupRefused
 
@@ -36,8 +37,11 @@ class DemoFailure(Exception):
 
 
 def _say(title: str, detail: object = "") -> None:
+    """One step's title and answer; what the service answered is escaped for the terminal
+    (:mod:`fetcher.cli.terminal`), keeping JSON readable as JSON."""
     text = detail if isinstance(detail, str) else json.dumps(detail, indent=2, ensure_ascii=False)
-    print(f"\n== {title}" + (f"\n{text}" if text else ""), flush=True)
+    shown = json_document_text(text)
+    print(f"\n== {printable(title)}" + (f"\n{shown}" if shown else ""), flush=True)
 
 
 def demo_command(argv: list[str], env: dict[str, str]) -> int:
@@ -66,7 +70,7 @@ def demo_command(argv: list[str], env: dict[str, str]) -> int:
     try:
         asyncio.run(_demo(settings, sample_dir, workdir, keep=keep))
     except DemoFailure as failure:
-        print(f"\ndemo FAILED: {failure}", file=sys.stderr)
+        print(f"\ndemo FAILED: {printable(failure)}", file=sys.stderr)
         return 1
     print("\ndemo finished: every step passed.")
     return 0

@@ -12,13 +12,24 @@
   ``FETCHER_TOKEN`` (preferred: out of shell history and process lists), or ``--token``; or
   a file holding it, ``--token-file`` or ``FETCHER_TOKEN_FILE``, read again before every
   request (a rotated short-lived token is picked up); ``FETCHER_API_TOKEN`` is still read.
-  The token is never printed. Feed items carry no signature: the tenant, the schema version
-  and the header/body agreement are still checked.
+  The token is never printed. Feed items carry no signature (§2.12), so a feed event is
+  **unverified**: the tenant, the schema version and the header/body agreement are checked,
+  but nothing proves the Manager (or whoever answers at URL) did not invent it. An item that
+  does carry ``t``/``signature-version``/``x-message-signature`` headers is checked like an
+  AMQP message (against ``--exchange``); one that fails is shown as ``bad signature``.
+  Each page is read up to ``--max-page-bytes`` (default 16 MiB); a larger answer, a page
+  that is not JSON or a ``next`` that is not a §2.12 cursor stop the command (exit 2).
 
 Output: ``<ce-time> completed <jobId> rows=<n> bytes=<n> path=<key>`` or
-``<ce-time> failed <jobId> error=<json text>``; ``--json`` prints one compact JSON object per
-event instead. ``--count N`` exits after N new events. Status lines go to stderr on a terminal
-only. Connection settings: ``--amqp URL`` or ``FETCHER_AMQP_URL``, else ``RABBITMQ_HOST``,
+``<ce-time> failed <jobId> error=<json text>``, followed by `` [unverified: <reason>]`` for an
+event whose signature was not checked (``unsigned feed``) or did not verify (``bad
+signature``), and by `` [job_id is not a UUID]`` when it is not one; ``--json`` prints one
+compact JSON object per event instead, with ``"verified"`` (and ``"unverified"``, the reason)
+and ``"job_id_is_uuid"``. ``--require-verified`` stops at the first unverified event, prints
+nothing of it and exits 2. Every value from the server is escaped before it is written
+(:mod:`fetcher.cli.terminal`: control characters, ESC, DEL and bidi overrides are shown as
+``\\xNN``/``\\uNNNN``). ``--count N`` exits after N new events. Status lines go to stderr on a
+terminal only. Connection settings: ``--amqp URL`` or ``FETCHER_AMQP_URL``, else ``RABBITMQ_HOST``,
 ``RABBITMQ_PORT_AMQP``, ``RABBITMQ_DEFAULT_USER``, ``RABBITMQ_DEFAULT_PASS``, ``RABBITMQ_VHOST``;
 the exchange from ``--exchange`` or ``RABBITMQ_JOB_EVENTS_EXCHANGE`` (``fetcher.job.events``).
 """
@@ -38,11 +49,14 @@ from fetcher.cli.result import (
     ConfigError,
     api_token,
     auth_hint,
+    byte_count,
     consumer_keys,
     token_arguments,
 )
+from fetcher.cli.terminal import ERROR_TEXT_CHARS, is_uuid, json_text, printable
 from fetcher.client import AsyncFetcherClient, FetcherError
 from fetcher.consumer import (
+    BadSignatureError,
     ConsumerKeys,
     EventError,
     JobCompleted,
@@ -55,10 +69,26 @@ from fetcher.consumer import (
 __all__ = ["events_command"]
 
 DEFAULT_EXCHANGE = "fetcher.job.events"
+#: The largest feed page read (§2.12 pages hold ~4 MiB of event data, plus their headers).
+DEFAULT_MAX_PAGE_BYTES = 16 * 1024 * 1024
+_SIGNING_HEADERS = ("t", "signature-version", "x-message-signature")
+UNSIGNED, BAD_SIGNATURE = "unsigned feed", "bad signature"
+
+
+class UnverifiedEventError(Exception):
+    """``--require-verified`` met an event whose signature was not checked or failed."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fetcher events tail", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="fetcher events tail",
+        description=__doc__.split("\n")[0],
+        epilog="AMQP events are verified (signature, freshness, tenant, schema) or rejected. "
+        "The --feed carries no signature: its events are printed flagged [unverified: unsigned "
+        'feed] (--json: "verified": false); --require-verified refuses them (exit 2). A '
+        "job_id that is not a UUID is flagged. Every server value is escaped before it is "
+        "written (control, ESC, DEL, C1 and bidi characters as \\xNN/\\uNNNN).",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per event")
     parser.add_argument("--feed", metavar="URL", help="follow the Manager's event feed at URL")
     parser.add_argument("--after", default="0", help="feed cursor to start after (with --feed)")
@@ -70,43 +100,72 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tenant", help="use this tenant's keys (multi-tenant mode)")
     parser.add_argument("--max-age", type=float, default=24 * 3600.0, help="seconds (t)")
     parser.add_argument("--count", type=int, help="exit after this many new events")
+    parser.add_argument(
+        "--require-verified",
+        action="store_true",
+        help="exit 2 at the first event whose signature is not verified (every --feed event "
+        "without signing headers)",
+    )
+    parser.add_argument(
+        "--max-page-bytes",
+        type=byte_count,
+        default=DEFAULT_MAX_PAGE_BYTES,
+        metavar="N",
+        help=f"largest feed page read, in bytes (default {DEFAULT_MAX_PAGE_BYTES}); "
+        "a larger answer stops the command (exit 2)",
+    )
     return parser
 
 
 @dataclass
 class _Printer:
+    """Writes each event as one line, every server value escaped (:mod:`.terminal`).
+    ``unverified`` is the reason an event's signature was not verified (None: it was)."""
+
     out: TextIO
     as_json: bool
     remaining: int | None
 
-    def emit(self, event: JobEvent, routing_key: str) -> bool:
+    def emit(self, event: JobEvent, routing_key: str, unverified: str | None = None) -> bool:
         """Print one event; False once ``--count`` events were printed."""
-        self.out.write(self._line(event, routing_key) + "\n")
+        self.out.write(self._line(event, routing_key, unverified) + "\n")
         self.out.flush()
         if self.remaining is None:
             return True
         self.remaining -= 1
         return self.remaining > 0
 
-    def _line(self, event: JobEvent, routing_key: str) -> str:
+    def _line(self, event: JobEvent, routing_key: str, unverified: str | None) -> str:
         env = event.envelope
         if self.as_json:
-            doc = {
+            doc: dict[str, Any] = {
                 "ce_id": env.id,
                 "ce_time": env.time,
                 "tenant": env.tenant_id,
                 "routing_key": routing_key,
+                "verified": unverified is None,
+                "job_id_is_uuid": is_uuid(event.job_id),
                 "data": json.loads(event.body),
             }
-            return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+            if unverified is not None:
+                doc["unverified"] = unverified
+            return json_text(doc)
         if isinstance(event, JobCompleted):
             r = event.result
-            return (
-                f"{env.time} completed {event.job_id} rows={r.row_count} "
-                f"bytes={r.size_bytes} path={r.path}"
+            line = (
+                f"{printable(env.time)} completed {printable(event.job_id)} "
+                f"rows={r.row_count} bytes={r.size_bytes} path={printable(r.path)}"
             )
-        message = json.dumps(event.error_message, ensure_ascii=False)
-        return f"{env.time} failed {event.job_id} error={message}"
+        else:
+            line = (
+                f"{printable(env.time)} failed {printable(event.job_id)} "
+                f"error={json_text(event.error_message)}"
+            )
+        if unverified is not None:
+            line += f" [unverified: {unverified}]"
+        if not is_uuid(event.job_id):
+            line += " [job_id is not a UUID]"
+        return line
 
 
 def _amqp_url(args: argparse.Namespace, env: Mapping[str, str]) -> str:
@@ -151,7 +210,7 @@ class _Tail:
             for status_name in (args.type,) if args.type else ("completed", "failed"):
                 await queue.bind(exchange, routing_key=f"job.{status_name}")
             if status.isatty():
-                status.write(f"listening on {exchange_name} (queue {queue.name})\n")
+                status.write(f"listening on {exchange_name} (queue {printable(queue.name)})\n")
             async with queue.iterator() as messages:
                 async for message in messages:
                     fresh = await _handle(
@@ -170,20 +229,55 @@ class _Tail:
         dedup = MemoryDeduplicator()
         token = api_token(args.token, self.env, explicit_file=args.token_file)
         if status.isatty():
-            status.write(f"following {args.feed}/v1/events after {args.after} (unsigned feed)\n")
-        async with AsyncFetcherClient(args.feed, token=token) as api:
+            status.write(
+                f"following {printable(args.feed)}/v1/events after {printable(args.after)} "
+                "(unsigned feed: events are shown as unverified)\n"
+            )
+        client = AsyncFetcherClient(args.feed, token=token, max_answer_bytes=args.max_page_bytes)
+        async with client as api:
             async for item in api.follow_events(after=args.after):
-                if args.type and item["routingKey"] != f"job.{args.type}":
+                routing_key = item.get("routingKey")
+                if args.type and routing_key != f"job.{args.type}":
                     continue
                 try:
-                    event = event_from_feed_item(item, self.keys)
+                    event, unverified = self._feed_event(item)
                 except EventError as exc:
-                    status.write(f"rejected cursor {item['cursor']}: {exc}\n")
+                    cursor = printable(item.get("cursor"), max_chars=40)
+                    status.write(
+                        f"rejected cursor {cursor}: {printable(exc, max_chars=ERROR_TEXT_CHARS)}\n"
+                    )
                     continue
+                if unverified is not None and args.require_verified:
+                    raise UnverifiedEventError(
+                        f"event at cursor {item.get('cursor')} is unverified "
+                        f"({unverified}) and --require-verified is set"
+                    )
                 if await dedup.claim(event.ce_id) and not self.printer.emit(
-                    event, item["routingKey"]
+                    event, str(routing_key), unverified
                 ):
                     return
+
+    def _feed_event(self, item: Mapping[str, Any]) -> tuple[JobEvent, str | None]:
+        """The event of one feed item and why it is unverified (None: its signing headers
+        verified). An item without signing headers is unsigned (the §2.12 feed never has
+        them); one whose signature fails is still shown, flagged ``bad signature``."""
+        event = event_from_feed_item(item, self.keys)
+        headers = item["headers"]
+        if not all(name in headers for name in _SIGNING_HEADERS):
+            return event, UNSIGNED
+        exchange = self.args.exchange or self.env.get("RABBITMQ_JOB_EVENTS_EXCHANGE")
+        try:
+            verify_event(
+                headers,
+                event.body,
+                exchange=exchange or DEFAULT_EXCHANGE,
+                routing_key=str(item["routingKey"]),
+                keys=self.keys,
+                max_age=self.args.max_age,
+            )
+        except BadSignatureError:
+            return event, BAD_SIGNATURE
+        return event, None
 
 
 async def _handle(
@@ -207,7 +301,9 @@ async def _handle(
         )
     except EventError as exc:
         await message.reject(requeue=False)
-        status.write(f"rejected {type(exc).__name__}: {exc}\n")
+        status.write(
+            f"rejected {type(exc).__name__}: {printable(exc, max_chars=ERROR_TEXT_CHARS)}\n"
+        )
         return True
     if not await dedup.claim(event.ce_id):
         await message.ack()
@@ -229,7 +325,9 @@ def events_command(
 ) -> int:
     """``fetcher events tail …``: 0 after ``--count`` events or Ctrl-C, 1 usage, 2 failure."""
     if not argv or argv[0] != "tail":
-        stderr.write("usage: fetcher events tail [--json] [--feed URL] [--count N] …\n")
+        stderr.write(
+            "usage: fetcher events tail [--json] [--feed URL] [--require-verified] [--count N] …\n"
+        )
         return 1
     try:
         args = _parser().parse_args(argv[1:])
@@ -240,13 +338,25 @@ def events_command(
         printer = _Printer(stdout, args.json, args.count)
         tail = _Tail(args, env, keys, printer, stderr)
         asyncio.run(tail.feed() if args.feed else tail.amqp())
-    except ConfigError as exc:
-        stderr.write(f"Error: {exc}\n")
-        return 1
     except KeyboardInterrupt:
         return 0
-    except (FetcherError, OSError, ConnectionError) as exc:
-        hint = auth_hint(exc, args.token or args.token_file, env)
-        stderr.write(f"Error: {type(exc).__name__}: {exc}\n{hint}")
-        return 2
+    except Exception as exc:  # a hostile answer must end in one line, never a traceback
+        return _report(exc, args.token or args.token_file, env, stderr)
     return 0
+
+
+def _report(exc: Exception, explicit: str | None, env: Mapping[str, str], stderr: TextIO) -> int:
+    """One error line (every server text in it escaped and cut) and the exit code: 1 for a
+    setting, 2 for everything else."""
+    text = printable(exc, max_chars=ERROR_TEXT_CHARS)
+    if isinstance(exc, ConfigError):
+        stderr.write(f"Error: {text}\n")
+        return 1
+    if isinstance(exc, UnverifiedEventError):
+        stderr.write(f"Error: {text}\n")
+    elif isinstance(exc, FetcherError | EventError | OSError | ConnectionError):
+        hint = auth_hint(exc, explicit, env)
+        stderr.write(f"Error: {type(exc).__name__}: {text}\n{hint}")
+    else:
+        stderr.write(f"Error: unexpected {type(exc).__name__}: {text}\n")
+    return 2

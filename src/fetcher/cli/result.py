@@ -2,10 +2,25 @@
 tag and HMAC, decrypt it and write the §5.4 JSON (CONTRACT §6.3) — through the consumer kit.
 
 Exit codes: 0 written; 1 usage or configuration error; 2 the job, the object or a service is
-not available; 3 integrity failure (tampered or truncated object, wrong key, HMAC or size
-mismatch). Nothing is written on failure: ``-o FILE`` is filled through a temporary file that
-is renamed into place only after verification. Progress (bytes, then rows) goes to stderr on a
-terminal only.
+not available, or answered something unusable (over a read limit, not the expected JSON);
+3 integrity failure (tampered or truncated object, wrong key, HMAC or size mismatch).
+
+**Nothing is written unless the HMAC verifies**: the whole object is read, its AES-GCM tag,
+its HMAC-SHA256 (under the external key, against the job's ``resultHmac`` or ``--hmac``) and
+its size are checked, and only then is one byte written — to stdout, or to ``-o FILE``
+through a temporary file renamed into place. What this does *not* prove: that the
+``resultHmac`` a Manager answered belongs to the job you asked for (a Manager that holds the
+keys can vouch for any object it wrote); give ``--hmac`` from a verified ``job.completed``
+event to pin it.
+
+Read limits: the job answer (``GET /v1/fetcher/{id}``) is read up to ``--max-answer-bytes``
+(default 8 MiB), the stored object up to ``--max-object-bytes`` (default 357913980, the
+largest object a Worker writes: the 256 MiB plaintext ceiling, encrypted and base64-encoded);
+the object is streamed through an encrypted spool on disk, not memory. Going over a limit
+stops the read (exit 2). On a terminal, the document's control, DEL, C1 and bidi characters
+are written as JSON ``\\uNNNN`` escapes (the same JSON value; a pipe or ``-o`` gets the exact
+bytes), and every server text in a message is escaped (:mod:`fetcher.cli.terminal`).
+Progress (bytes, then rows) goes to stderr on a terminal only.
 
 Configuration (the same variable names as the server where they exist):
 
@@ -27,16 +42,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import codecs
 import os
 import stat
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
 
+from fetcher.cli.terminal import ERROR_TEXT_CHARS, json_document_text, printable
 from fetcher.client import AuthenticationError, FetcherClient, FetcherError
 from fetcher.client._core import checked_token
 from fetcher.consumer import (
@@ -59,12 +76,19 @@ __all__ = [
     "TokenSource",
     "api_token",
     "auth_hint",
+    "byte_count",
     "consumer_keys",
     "result_command",
     "token_arguments",
 ]
 
 EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTEGRITY = 1, 2, 3
+#: The largest job answer read: its metadata came in a request body of at most 1 MiB (§2.1),
+#: which JSON escaping can at most sextuple.
+DEFAULT_MAX_ANSWER_BYTES = 8 * 1024 * 1024
+#: The largest stored object a Worker writes: base64(12-byte nonce ‖ ciphertext ‖ 16-byte tag)
+#: of the 256 MiB plaintext ceiling (§3.5 ``maxResultBytes``).
+DEFAULT_MAX_OBJECT_BYTES = 4 * -(-(256 * 1024 * 1024 + 12 + 16) // 3)
 
 
 class ConfigError(Exception):
@@ -191,7 +215,13 @@ def object_source(env: Mapping[str, str]) -> ObjectSource | S3Source:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fetcher result get", description="Download, verify and decrypt a job's result."
+        prog="fetcher result get",
+        description="Download, verify and decrypt a job's result.",
+        epilog="Verified before one byte is written (stdout or -o FILE): the AES-GCM tag, the "
+        "HMAC-SHA256 against the job's resultHmac (or --hmac) and the size; nothing is written "
+        "unless the HMAC verifies. Not verified: that a Manager's resultHmac belongs to the job "
+        "asked for (pin it with --hmac from a verified event). Every server text shown is "
+        "escaped. Exit 0 written, 1 usage, 2 unavailable or over a read limit, 3 integrity.",
     )
     parser.add_argument("target", help="a job ID (looked up via the API) or an object key")
     parser.add_argument("-o", "--output", help="write the JSON to FILE (default: stdout)")
@@ -199,8 +229,34 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--size", type=int, help="expected plaintext size in bytes")
     parser.add_argument("--api", help="Manager base URL (default: FETCHER_API_URL)")
     parser.add_argument("--tenant", help="use this tenant's keys (multi-tenant mode)")
+    parser.add_argument(
+        "--max-answer-bytes",
+        type=byte_count,
+        default=DEFAULT_MAX_ANSWER_BYTES,
+        metavar="N",
+        help=f"largest job answer read from --api (default {DEFAULT_MAX_ANSWER_BYTES})",
+    )
+    parser.add_argument(
+        "--max-object-bytes",
+        type=byte_count,
+        default=DEFAULT_MAX_OBJECT_BYTES,
+        metavar="N",
+        help=f"largest stored object read (default {DEFAULT_MAX_OBJECT_BYTES}); "
+        "nothing is written unless the object's HMAC verifies",
+    )
     token_arguments(parser)
     return parser
+
+
+def byte_count(text: str) -> int:
+    """An argparse type: a size limit in bytes, a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("a byte limit must be at least 1")
+    return value
 
 
 def token_arguments(parser: argparse.ArgumentParser) -> None:
@@ -233,11 +289,31 @@ def _reference(args: argparse.Namespace, env: Mapping[str, str]) -> ResultRef:
     if not api:
         raise ConfigError("a job ID needs --api URL or FETCHER_API_URL")
     token = api_token(args.token, env, explicit_file=args.token_file)
-    with FetcherClient(api, token=token) as client:
-        job = client.get_job(args.target)
-    if job["status"] != "completed":
-        raise ResultNotFoundError(f"job {args.target} is {job['status']}: it has no result")
-    return ResultRef.of(dict(job))
+    with FetcherClient(api, token=token, max_answer_bytes=args.max_answer_bytes) as client:
+        job: object = client.get_job(args.target)
+    if not isinstance(job, dict):
+        raise ResultError("the job answer is not a JSON object")
+    if job.get("status") != "completed":  # the message is escaped where it is written
+        raise ResultNotFoundError(f"job {args.target} is {job.get('status')}: it has no result")
+    return ResultRef.of(job)
+
+
+@dataclass(frozen=True, slots=True)
+class _BoundedSource:
+    """An object source that stops a stored object at ``limit`` bytes (ResultError)."""
+
+    source: ObjectSource | S3Source
+    limit: int
+
+    async def chunks(self, key: str) -> AsyncIterator[bytes]:
+        read = 0
+        async for chunk in self.source.chunks(key):
+            read += len(chunk)
+            if read > self.limit:
+                raise ResultError(
+                    f"the stored object exceeds {self.limit} bytes (--max-object-bytes)"
+                )
+            yield chunk
 
 
 class _Progress:
@@ -264,18 +340,30 @@ class _Progress:
 
 
 async def _fetch(
-    ref: ResultRef, keys: ConsumerKeys, env: Mapping[str, str], progress: _Progress
+    ref: ResultRef, keys: ConsumerKeys, env: Mapping[str, str], progress: _Progress, limit: int
 ) -> VerifiedResult:
     source = object_source(env)
+    bounded = _BoundedSource(source, limit)
     if isinstance(source, S3Source):
         async with source:
-            return await open_result(ref, source, keys, on_progress=progress.bytes_read)
-    return await open_result(ref, source, keys, on_progress=progress.bytes_read)
+            return await open_result(ref, bounded, keys, on_progress=progress.bytes_read)
+    return await open_result(ref, bounded, keys, on_progress=progress.bytes_read)
+
+
+def _write_to_terminal(result: VerifiedResult, stdout: IO[bytes]) -> None:
+    """The verified document with every character a terminal acts on as a JSON escape."""
+    decoder = codecs.getincrementaldecoder("utf-8")("backslashreplace")
+    for chunk in result.iter_bytes():
+        stdout.write(json_document_text(decoder.decode(chunk)).encode("utf-8"))
+    stdout.write(json_document_text(decoder.decode(b"", final=True)).encode("utf-8"))
 
 
 def _write(result: VerifiedResult, output: str | None, stdout: IO[bytes]) -> None:
     if output is None:
-        result.write_to(stdout)
+        if stdout.isatty():
+            _write_to_terminal(result, stdout)
+        else:
+            result.write_to(stdout)
         stdout.flush()
         return
     target = Path(output)
@@ -309,16 +397,26 @@ def result_command(
     try:
         keys = consumer_keys(env, args.tenant)
         ref = _reference(args, env)
-        with asyncio.run(_fetch(ref, keys, env, progress)) as result:
+        fetched = _fetch(ref, keys, env, progress, args.max_object_bytes)
+        with asyncio.run(fetched) as result:
             _write(result, args.output, stdout or sys.stdout.buffer)
             progress.done(result)
-    except ConfigError as exc:
-        stderr.write(f"Error: {exc}\n")
-        return EXIT_USAGE
-    except IntegrityError as exc:
-        stderr.write(f"\nintegrity check failed: {exc}; nothing was written\n")
-        return EXIT_INTEGRITY
-    except (ResultError, FetcherError, OSError) as exc:
-        stderr.write(f"\nError: {exc}\n{auth_hint(exc, args.token or args.token_file, env)}")
-        return EXIT_UNAVAILABLE
+    except Exception as exc:  # a hostile answer must end in one line, never a traceback
+        return _report(exc, args.token or args.token_file, env, stderr)
     return 0
+
+
+def _report(exc: Exception, explicit: str | None, env: Mapping[str, str], stderr: TextIO) -> int:
+    """One error line (every server text in it escaped and cut) and the exit code for ``exc``."""
+    text = printable(exc, max_chars=ERROR_TEXT_CHARS)
+    if isinstance(exc, ConfigError):
+        stderr.write(f"Error: {text}\n")
+        return EXIT_USAGE
+    if isinstance(exc, IntegrityError):
+        stderr.write(f"\nintegrity check failed: {text}; nothing was written\n")
+        return EXIT_INTEGRITY
+    if isinstance(exc, ResultError | FetcherError | OSError):
+        stderr.write(f"\nError: {text}\n{auth_hint(exc, explicit, env)}")
+    else:
+        stderr.write(f"\nError: unexpected {type(exc).__name__}: {text}\n")
+    return EXIT_UNAVAILABLE

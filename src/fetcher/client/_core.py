@@ -13,7 +13,12 @@ from urllib.parse import quote
 
 import httpx
 
-from fetcher.client.errors import TransportError, WaitTimeoutError, error_from_response
+from fetcher.client.errors import (
+    InvalidAnswerError,
+    TransportError,
+    WaitTimeoutError,
+    error_from_response,
+)
 
 __all__ = ["ROUTES", "Call", "Route", "Submission", "build", "parse"]
 
@@ -187,22 +192,73 @@ def build(
     return Call(route, url, _clean(query or {}), sent, data)
 
 
-def parse(call: Call, response: httpx.Response) -> Any:
-    """The body of a success answer, or the typed :class:`ApiError` raised."""
+def parse(call: Call, response: httpx.Response, content: bytes) -> Any:
+    """The body of a success answer (``content``, read within the client's bound), or the
+    typed :class:`ApiError` raised; a success body that is not JSON where the answer says
+    it is raises :class:`InvalidAnswerError`."""
     if response.status_code not in call.route.ok:
         try:
-            body = response.json()
-        except ValueError:
+            body = json.loads(content)
+        except (ValueError, RecursionError):
             body = None
         raise error_from_response(response.status_code, body, dict(response.headers))
     if response.status_code == 204:
         return None
     if response.headers.get("content-type", "").startswith("application/json"):
-        return response.json()
-    return response.text
+        try:
+            return json.loads(content)
+        except (ValueError, RecursionError):
+            raise InvalidAnswerError(f"the answer of {call.route.path} is not JSON") from None
+    return content.decode(response.encoding or "utf-8", "replace")
 
 
-def submission(response: httpx.Response, body: Mapping[str, Any]) -> Submission:
+#: The §2.12 cursor form (``after`` and ``next``).
+_CURSOR = re.compile(r"[0-9]{1,18}")
+
+
+def feed_page(page: Any) -> tuple[list[Any], str]:
+    """The items and the ``next`` cursor of a §2.12 page, or :class:`InvalidAnswerError`
+    when the page is not an object with an ``items`` list of objects and a cursor ``next``."""
+    if not isinstance(page, dict) or not isinstance(page.get("items"), list):
+        raise InvalidAnswerError("the event feed answered a page without an items list")
+    items, cursor = page["items"], page.get("next")
+    if not isinstance(cursor, str) or _CURSOR.fullmatch(cursor) is None:
+        raise InvalidAnswerError("the event feed answered a next cursor that is not 1-18 digits")
+    if not all(isinstance(item, dict) for item in items):
+        raise InvalidAnswerError("the event feed answered an item that is not an object")
+    return items, cursor
+
+
+class BoundedBody:
+    """An answer body read chunk by chunk that refuses to grow past ``limit`` bytes (after
+    content decoding, so a compressed bomb stops too): :class:`InvalidAnswerError` as soon as
+    the ``Content-Length`` or the bytes received go over, so memory stays near ``limit``."""
+
+    def __init__(self, response: httpx.Response, limit: int) -> None:
+        self._limit = limit
+        self._data = bytearray()
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            raise self._too_large()
+
+    def add(self, chunk: bytes) -> None:
+        self._data += chunk
+        if len(self._data) > self._limit:
+            raise self._too_large()
+
+    @property
+    def content(self) -> bytes:
+        return bytes(self._data)
+
+    def _too_large(self) -> InvalidAnswerError:
+        return InvalidAnswerError(
+            f"the server's answer exceeds {self._limit} bytes (the read stopped there)"
+        )
+
+
+def submission(response: httpx.Response, body: Any) -> Submission:
+    if not isinstance(body, dict):
+        raise InvalidAnswerError("the answer of POST /v1/fetcher is not a JSON object")
     return Submission(
         job_id=str(body["jobId"]),
         status=str(body["status"]),

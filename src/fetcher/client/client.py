@@ -11,6 +11,10 @@
 * ``submit`` returns a :class:`Submission` whose ``duplicate`` tells a new job (202) from the
   existing one (200, §3.8); ``wait`` polls ``GET /v1/fetcher/{id}`` with a capped backoff until
   ``completed`` or ``failed``, or raises ``WaitTimeoutError``.
+* Every answer is read as a stream and at most ``max_answer_bytes`` (after content decoding;
+  default :data:`DEFAULT_MAX_ANSWER_BYTES`) are kept: a larger one stops the read, closes the
+  connection and raises :class:`~fetcher.client.errors.InvalidAnswerError`, as does a success
+  body that is not JSON or a feed page without ``items`` and a cursor ``next``.
 * Pass ``transport=httpx.ASGITransport(app)`` (or any httpx transport) to test in-process.
 """
 
@@ -44,9 +48,19 @@ from fetcher.client.types import (
     VersionBody,
 )
 
-__all__ = ["AsyncFetcherClient", "AsyncTokenSource", "FetcherClient", "Submission", "TokenSource"]
+__all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
+    "AsyncFetcherClient",
+    "AsyncTokenSource",
+    "FetcherClient",
+    "Submission",
+    "TokenSource",
+]
 
 DEFAULT_TIMEOUT = 30.0
+#: The largest answer a client reads by default: a §2.12 feed page holds ~4 MiB of event
+#: data, a schema answer of thousands of tables a few MiB; nothing the Manager sends is near.
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
 #: The feed's long-poll can hold a request for 30 s (§2.12): reads need more than that.
 FEED_READ_TIMEOUT = 45.0
 
@@ -59,7 +73,12 @@ AsyncTokenSource = str | Callable[[], str | Awaitable[str]]
 
 
 class _Base:
-    def __init__(self, base_url: str, token: AsyncTokenSource | None) -> None:
+    def __init__(
+        self, base_url: str, token: AsyncTokenSource | None, max_answer_bytes: int
+    ) -> None:
+        if max_answer_bytes < 1:
+            raise ValueError("max_answer_bytes must be at least 1")
+        self.max_answer_bytes = max_answer_bytes
         self.base_url = base_url.rstrip("/")
         if isinstance(token, str):
             _core.checked_token(token)
@@ -102,8 +121,9 @@ class FetcherClient(_Base):
         token: TokenSource | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
-        super().__init__(base_url, token)
+        super().__init__(base_url, token, max_answer_bytes)
         self._http = httpx.Client(transport=transport, timeout=timeout)
 
     def __enter__(self) -> FetcherClient:
@@ -124,8 +144,14 @@ class FetcherClient(_Base):
             raise TypeError("the token function returned an awaitable: use AsyncFetcherClient")
         request = self._request(call, token)
         with _core.transport_errors():
-            response = self._http.send(request)
-        return response, _core.parse(call, response)
+            response = self._http.send(request, stream=True)
+            try:
+                body = _core.BoundedBody(response, self.max_answer_bytes)
+                for chunk in response.iter_bytes():
+                    body.add(chunk)
+            finally:
+                response.close()
+        return response, _core.parse(call, response, body.content)
 
     def _do(self, name: str, **kw: Any) -> Any:
         return self._send(_core.build(name, **kw))[1]
@@ -229,9 +255,8 @@ class FetcherClient(_Base):
     def follow_events(self, *, after: str = "0", wait: int = 30) -> Iterator[FeedItem]:
         """Every feed item after ``after``, forever, long-polling ``wait`` seconds per page."""
         while True:
-            page = self.events(after=after, wait=wait)
-            yield from page["items"]
-            after = page["next"]
+            items, after = _core.feed_page(self.events(after=after, wait=wait))
+            yield from items
 
     # --- operational (§2.10) ---------------------------------------------------------------
 
@@ -261,8 +286,9 @@ class AsyncFetcherClient(_Base):
         token: AsyncTokenSource | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
-        super().__init__(base_url, token)
+        super().__init__(base_url, token, max_answer_bytes)
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
 
     async def __aenter__(self) -> AsyncFetcherClient:
@@ -282,8 +308,14 @@ class AsyncFetcherClient(_Base):
             token = await token
         request = self._request(call, token)
         with _core.transport_errors():
-            response = await self._http.send(request)
-        return response, _core.parse(call, response)
+            response = await self._http.send(request, stream=True)
+            try:
+                body = _core.BoundedBody(response, self.max_answer_bytes)
+                async for chunk in response.aiter_bytes():
+                    body.add(chunk)
+            finally:
+                await response.aclose()
+        return response, _core.parse(call, response, body.content)
 
     async def _do(self, name: str, **kw: Any) -> Any:
         return (await self._send(_core.build(name, **kw)))[1]
@@ -384,10 +416,9 @@ class AsyncFetcherClient(_Base):
 
     async def follow_events(self, *, after: str = "0", wait: int = 30) -> AsyncIterator[FeedItem]:
         while True:
-            page = await self.events(after=after, wait=wait)
-            for item in page["items"]:
+            items, after = _core.feed_page(await self.events(after=after, wait=wait))
+            for item in items:
                 yield item
-            after = page["next"]
 
     async def health(self) -> HealthBody:
         return cast(HealthBody, await self._do("health"))

@@ -13,6 +13,7 @@
     │   ├── RateLimitError         429 FET-0006, with ``retry_after``
     │   └── ServerError            5xx (FET-0002, FET-0003, FET-1041, FET-1042)
     ├── TransportError             no answer (connect, read, TLS failure)
+    ├── InvalidAnswerError         an answer over the client's size bound, or not the expected JSON
     └── WaitTimeoutError           wait() gave up before the job reached a terminal status
 
 Other 4xx answers (405, 413, 415) are plain :class:`ApiError`. Match on ``code`` for the
@@ -29,6 +30,7 @@ __all__ = [
     "BadRequestError",
     "ConflictError",
     "FetcherError",
+    "InvalidAnswerError",
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",
@@ -45,6 +47,13 @@ class FetcherError(Exception):
 
 class TransportError(FetcherError):
     """The request got no HTTP answer."""
+
+
+class InvalidAnswerError(FetcherError):
+    """The server answered something the client will not use: a body larger than the
+    client's ``max_answer_bytes`` (the read stops there), a success body that is not the
+    route's JSON, or an event-feed page of the wrong shape. The message names the bound or
+    the part, never the body."""
 
 
 class WaitTimeoutError(FetcherError, TimeoutError):

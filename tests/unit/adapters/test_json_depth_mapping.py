@@ -107,13 +107,15 @@ def test_postgres_columns_name_the_column() -> None:
     )
     assert converter is not None
     with pytest.raises(JsonDepthError) as caught:
-        postgres._columns(rows, [(1, converter)], ("id", "doc"))
+        postgres._columns(rows, [(1, converter)], ("id", "doc"), "ds")
     assert caught.value.column == "doc"
     arrays = [(1, [nested_text(VERY_DEEP)])]  # json[]: each element parsed
     with pytest.raises(JsonDepthError) as in_array:
-        postgres._columns(arrays, [(1, postgres._json_array_column)], ("id", "docs"))
+        postgres._columns(arrays, [(1, postgres._json_array_column)], ("id", "docs"), "ds")
     assert in_array.value.column == "docs"
-    at_bound = postgres._columns([(1, nested_text(MAX_JSON_DEPTH))], [(1, converter)], ("i", "d"))
+    at_bound = postgres._columns(
+        [(1, nested_text(MAX_JSON_DEPTH))], [(1, converter)], ("i", "d"), "ds"
+    )
     assert at_bound[1] == [nested_value(MAX_JSON_DEPTH)]
 
 
@@ -123,9 +125,11 @@ def test_mysql_json_columns_name_the_column_and_never_keep_deep_text() -> None:
     assert converter is not None
     for values in ([nested_text(VERY_DEEP)], [nested_text(VERY_DEEP).encode(), "1"]):
         with pytest.raises(JsonDepthError) as caught:
-            mysql._columns([(1, value) for value in values], ("id", "doc"), [(1, converter)])
+            mysql._columns([(1, value) for value in values], ("id", "doc"), [(1, converter)], "ds")
         assert caught.value.column == "doc"
-    assert mysql._columns([(1, "not json")], ("id", "doc"), [(1, converter)])[1] == ["not json"]
+    assert mysql._columns([(1, "not json")], ("id", "doc"), [(1, converter)], "ds")[1] == [
+        "not json"
+    ]
 
 
 def test_oracle_json_is_bounded_and_names_the_column() -> None:

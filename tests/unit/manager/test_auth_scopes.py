@@ -148,3 +148,33 @@ async def test_authentication_comes_before_the_rate_limit(app: AuthApp) -> None:
     assert answers[-1] == 429, answers  # the control: the limit is reached
     assert (await call(app, "POST", path, None)).status_code == 401
     assert (await call(app, "POST", path, token("fetcher:jobs:read"))).status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("scope", "granted"),
+    [
+        ("x\tfetcher:admin", False),
+        ("fetcher:admin\r\nx", False),
+        ("x\u3000fetcher:admin", False),
+        ("x  fetcher:admin ", True),
+    ],
+)
+async def test_scope_is_split_on_u0020_only(app: AuthApp, scope: str, granted: bool) -> None:
+    """Issue 24: ``str.split()`` took a tab (or any whitespace) as a separator."""
+    bearer = jwt.encode(claims(scope=scope), SECRET, algorithm="HS256")
+    answer = await call(app, "GET", f"/v1/fetcher/{ID}", bearer)
+    assert answer.status_code == (404 if granted else 403), answer.text
+
+
+@pytest.mark.parametrize("valid_first", [True, False])
+async def test_two_authorization_headers_are_an_invalid_request(
+    app: AuthApp, valid_first: bool
+) -> None:
+    """Issue 24: the first header won, so a gateway checking the last one disagreed."""
+    values = [f"Bearer {token('fetcher:admin')}", "Bearer garbage"]
+    if not valid_first:
+        values.reverse()
+    headers = httpx.Headers([("Authorization", value) for value in values])
+    answer = await app.client.get(f"/v1/fetcher/{ID}", headers=headers)
+    assert answer.status_code == 401
+    assert answer.headers["www-authenticate"] == f'{CHALLENGE}, error="invalid_request"'

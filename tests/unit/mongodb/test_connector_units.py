@@ -20,6 +20,7 @@ from pymongo import AsyncMongoClient
 
 from fetcher.adapters.mongodb import (
     MongoConnector,
+    _document_count,
     _list_collections,
     client_options,
     coerce_filters,
@@ -308,5 +309,48 @@ async def test_system_collections_are_not_listed() -> None:
             {"name": "systemic", "type": "collection"},
         ]
     )
-    listed = await _list_collections(listing)  # type: ignore[arg-type]
+    listed = await _list_collections(listing, "ds")  # type: ignore[arg-type]
     assert listed == [("orders", "collection"), ("big_orders", "view"), ("systemic", "collection")]
+
+
+# --- issue 24: answers of a shape discovery does not expect -------------------------------
+
+DISCOVERY = "failed to discover datasource schema 'ds'"
+
+
+@pytest.mark.parametrize(
+    ("info", "column", "kind"),
+    [
+        ({"name": 7, "type": "collection"}, "name", "int"),
+        ({"name": "c", "type": []}, "type", "list"),
+    ],
+)
+async def test_mongodb_listing_of_another_shape_names_the_field(
+    info: dict[str, Any], column: str, kind: str
+) -> None:
+    with pytest.raises(EngineError) as caught:
+        await _list_collections(_Listing([info]), "ds")  # type: ignore[arg-type]
+    assert caught.value.text() == (
+        f"{DISCOVERY}: the catalog column 'listCollections.{column}' holds a {kind} value"
+    )
+
+
+class _Counting:
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    async def estimated_document_count(self) -> object:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind"), [("many", "str"), (2.5, "float"), (ValueError("int('x')"), "NoneType")]
+)
+async def test_mongodb_count_that_is_not_an_integer_is_a_discovery_failure(
+    answer: object, kind: str
+) -> None:
+    with pytest.raises(EngineError) as caught:
+        await _document_count(_Counting(answer), "collection", "ds")
+    assert caught.value.text() == f"{DISCOVERY}: the catalog column 'count.n' holds a {kind} value"

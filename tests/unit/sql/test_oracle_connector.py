@@ -366,7 +366,7 @@ def test_tables_from_groups_and_excludes() -> None:
         ("HR", "DR$IDX", "X", "VARCHAR2", None),
         ("SYS", "DUAL", "DUMMY", "VARCHAR2", None),
     ]
-    tables = tables_from(rows)
+    tables = tables_from(rows, "ds")
     assert [(t.schema, t.name) for t in tables] == [("HR", "EMP"), ("HR", "EMP_V")]
     assert tables[0].columns == (
         Column("ID", TypeFamily.INTEGER, "NUMBER"),

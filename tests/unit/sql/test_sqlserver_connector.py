@@ -283,7 +283,7 @@ def test_tables_from_keeps_empty_tables_and_drops_system_schemas() -> None:
         ("sys", "objects", "name", "sysname"),
         ("db_owner", "t", "x", "int"),
     ]
-    tables = tables_from(rows)
+    tables = tables_from(rows, "ds")
     assert [(t.schema, t.name) for t in tables] == [("dbo", "Orders"), ("dbo", "empty_view")]
     assert tables[0].columns == (
         Column("id", TypeFamily.INTEGER, "int"),

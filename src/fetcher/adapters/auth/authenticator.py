@@ -8,6 +8,9 @@ caller's :class:`Principal`, or raises the §2.2 error the guard answers with:
   realm="fetcher"``, plus ``, error="invalid_token"`` exactly when the header uses the
   ``Bearer`` scheme (any letter case) with a non-empty credential. The reason is logged at
   ``info``; the token never is.
+* ``401 FET-0010`` with ``error="invalid_request"`` when the request carries more than one
+  ``Authorization`` header: which one counts would otherwise depend on who reads it (we took
+  the first, a gateway may check the last), so neither is used.
 * ``503 FET-0003`` when the request carries a bearer token while no JWKS key set is loaded
   yet (a request without one still gets 401).
 
@@ -48,6 +51,16 @@ class _Headers(Protocol):
     def get(self, key: str, default: None = None) -> str | None: ...
 
 
+def authorization_values(headers: _Headers) -> list[str]:
+    """Every ``Authorization`` header of a request, in order (a Starlette ``getlist`` or an
+    httpx ``get_list``; an object with neither is read through ``get``: one value at most)."""
+    many = getattr(headers, "getlist", None) or getattr(headers, "get_list", None)
+    if callable(many):
+        return [str(value) for value in many("authorization")]
+    value = headers.get("authorization")
+    return [] if value is None else [value]
+
+
 class _Request(Protocol):
     @property
     def headers(self) -> _Headers: ...
@@ -76,9 +89,14 @@ def bearer_credential(header: str | None) -> str | None:
     return credential
 
 
-def unauthorized(*, invalid_token: bool) -> ApiError:
-    """§12.2 ``401 FET-0010`` with its ``WWW-Authenticate`` challenge."""
-    challenge = f'{_CHALLENGE}, error="invalid_token"' if invalid_token else _CHALLENGE
+def unauthorized(*, invalid_token: bool, invalid_request: bool = False) -> ApiError:
+    """§12.2 ``401 FET-0010`` with its ``WWW-Authenticate`` challenge (RFC 6750 §3.1:
+    ``invalid_request`` for a malformed request, ``invalid_token`` for a bad token)."""
+    challenge = _CHALLENGE
+    if invalid_request:
+        challenge = f'{_CHALLENGE}, error="invalid_request"'
+    elif invalid_token:
+        challenge = f'{_CHALLENGE}, error="invalid_token"'
     return ApiError("FET-0010", UNAUTHORIZED_MESSAGE, headers={"WWW-Authenticate": challenge})
 
 
@@ -100,7 +118,11 @@ class BearerAuthenticator:
         self._verified = VerifiedTokens()
 
     async def authenticate(self, request: _Request) -> Principal:
-        token = bearer_credential(request.headers.get("authorization"))
+        values = authorization_values(request.headers)
+        if len(values) > 1:
+            log.info("authentication failed: %d Authorization headers", len(values))
+            raise unauthorized(invalid_token=False, invalid_request=True)
+        token = bearer_credential(values[0] if values else None)
         if token is None:
             log.info("authentication failed: no bearer token")
             raise unauthorized(invalid_token=False)

@@ -64,11 +64,13 @@ def _numeric_dates(claims: Mapping[str, Any]) -> None:
 
 
 def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
-    """§12.3: ``scope`` (space-separated) and ``scp`` (array); a malformed one grants nothing."""
+    """§12.3: ``scope`` (separated by U+0020 only: a tab, a newline or any other whitespace
+    is part of a scope name, so ``"x\tfetcher:admin"`` is one unknown scope that grants
+    nothing) and ``scp`` (array); a malformed one grants nothing."""
     scopes: set[str] = set()
     scope = claims.get("scope")
     if isinstance(scope, str):
-        scopes.update(scope.split())
+        scopes.update(part for part in scope.split(" ") if part)
     scp = claims.get("scp")
     if isinstance(scp, list):
         scopes.update(s for s in scp if isinstance(s, str))

@@ -9,9 +9,11 @@ itself.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, TypeVar
 
 from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.engine import ConnectionDescriptor, EngineError, ErrorCategory
@@ -21,11 +23,17 @@ __all__ = [
     "CONNECT_TIMEOUT_SECONDS",
     "DEFAULT_BATCH_SIZE",
     "DISCOVERY_TIMEOUT_SECONDS",
+    "CatalogColumn",
     "NetworkConnector",
     "Phase",
     "ServerNameContext",
+    "catalog_rows",
+    "catalog_type_error",
     "engine_error",
+    "result_columns",
+    "transposed",
     "mysql_schema_excluded",
+    "nullable",
     "oracle_owner_excluded",
     "oracle_table_excluded",
     "postgres_schema_excluded",
@@ -159,6 +167,96 @@ def translate_errors(
         raise engine_error(phase, datasource, located.detail) from None
     except caught as exc:
         raise engine_error(phase, datasource, _detail(exc)) from exc
+
+
+# --- answers of a shape the connector does not expect (§4.5, §2.6) -------------------------
+#
+# A source's catalog or result answer is data from a server we do not control. One of a shape
+# the code does not expect (one int column where six are expected, a name that is a number)
+# fails the discovery or the query it belongs to, with the column named, instead of escaping
+# as an unpacking or attribute error (an "internal error", a 500).
+
+_Described = TypeVar("_Described")
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogColumn:
+    """One column of a catalog query: its name and the Python types its values may have."""
+
+    name: str
+    kinds: tuple[type, ...] = (str,)
+
+
+def nullable(name: str, *kinds: type) -> CatalogColumn:
+    """A catalog column that may be NULL (a table without columns, an unknown scale)."""
+    return CatalogColumn(name, (*(kinds or (str,)), type(None)))
+
+
+def catalog_rows(
+    rows: Iterable[object], columns: Sequence[CatalogColumn], datasource: str
+) -> Iterator[tuple[Any, ...]]:
+    """Each catalog row as a tuple of exactly ``len(columns)`` values of the declared types;
+    otherwise the §4.5 discovery failure (``/schema`` → 502 FET-1042) naming the column."""
+    for row in rows:
+        values = _row_values(row)
+        if len(values) != len(columns):
+            names = ", ".join(column.name for column in columns)
+            detail = (
+                f"the catalog answered a row of {len(values)} value(s) where {len(columns)} "
+                f"are expected ({names})"
+            )
+            raise engine_error(Phase.DISCOVER, datasource, detail)
+        for value, column in zip(values, columns, strict=True):
+            if not isinstance(value, column.kinds):
+                raise catalog_type_error(datasource, column.name, value)
+        yield values
+
+
+def _row_values(row: object) -> tuple[Any, ...]:
+    """A driver row (a tuple, a ``pyodbc.Row``, …) as a tuple; anything else as one value."""
+    if isinstance(row, str | bytes | bytearray) or not isinstance(row, Iterable):
+        return (row,)
+    return tuple(row)
+
+
+def catalog_type_error(datasource: str, column: str, value: object) -> EngineError:
+    """The §4.5 discovery failure for a catalog ``column`` holding an unexpected value."""
+    detail = f"the catalog column '{column}' holds a {type(value).__name__} value"
+    return engine_error(Phase.DISCOVER, datasource, detail)
+
+
+def result_columns(
+    description: Sequence[_Described] | None, names: Sequence[str], datasource: str, table: str
+) -> Sequence[_Described]:
+    """A result's column ``description`` when it has one column per selected name, else the
+    §4.5 query failure naming the selected columns."""
+    if description is not None and len(description) == len(names):
+        return description
+    got = "no" if description is None else str(len(description))
+    detail = (
+        f"table '{table}' answered {got} result column(s) where {len(names)} are selected "
+        f"({', '.join(names)})"
+    )
+    raise engine_error(Phase.QUERY, datasource, detail)
+
+
+def transposed(
+    rows: Sequence[Sequence[Any]], names: Sequence[str], datasource: str
+) -> list[tuple[Any, ...]]:
+    """The columns of a fetched batch (one tuple per selected column, ``names``); a row of
+    another width is the §4.5 query failure naming the selected columns."""
+    try:
+        columns = list(zip(*rows, strict=True))
+    except (ValueError, TypeError):
+        columns = []
+    if rows and len(columns) != len(names):
+        widths = "/".join(sorted({str(len(row)) for row in rows if isinstance(row, Sequence)}))
+        detail = (
+            f"the source answered rows of {widths or '?'} value(s) where {len(names)} "
+            f"columns are selected ({', '.join(names)})"
+        )
+        raise engine_error(Phase.QUERY, datasource, detail)
+    return columns
 
 
 #: §11.3: MySQL/MariaDB system schemas (database names; compared case-insensitively, as

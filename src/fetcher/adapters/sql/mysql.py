@@ -62,12 +62,16 @@ from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DISCOVERY_TIMEOUT_SECONDS,
+    CatalogColumn,
     NetworkConnector,
     Phase,
     ServerNameContext,
+    catalog_rows,
     engine_error,
     mysql_schema_excluded,
+    nullable,
     translate_errors,
+    transposed,
 )
 from fetcher.engine.kit import (
     Column,
@@ -331,10 +335,13 @@ def _columns(
     rows: Sequence[Sequence[Any]],
     names: Sequence[str],
     converters: Sequence[tuple[int, Callable[[Sequence[Any]], Sequence[object]]]],
+    datasource: str,
 ) -> list[Sequence[object]]:
     """One fetched batch as converted columns; a JSON value nested too deep raises
-    ``JsonDepthError`` naming its column."""
-    columns: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+    ``JsonDepthError`` naming its column, a row of another width the query failure."""
+    columns: list[Sequence[object]] = (
+        list(transposed(rows, names, datasource)) if rows else [()] * len(names)
+    )
     for index, convert in converters:
         with naming_column(names[index]):
             columns[index] = convert(columns[index])
@@ -450,10 +457,23 @@ WHERE t.TABLE_SCHEMA = DATABASE()
 """
 
 
-async def _named_tables(cursor: Any, folded: frozenset[str]) -> list[str]:
+#: information_schema text arrives as ``str``, or ``bytes`` on some MySQL 8 columns.
+_TEXT = (str, bytes, bytearray)
+_TABLE_NAME_COLUMNS = (CatalogColumn("TABLE_NAME", _TEXT),)
+_CATALOG_COLUMNS = (
+    CatalogColumn("TABLE_NAME", _TEXT),
+    nullable("COLUMN_NAME", *_TEXT),
+    nullable("DATA_TYPE", *_TEXT),
+)
+_JSON_CHECK_COLUMNS = (CatalogColumn("TABLE_NAME", _TEXT), nullable("CHECK_CLAUSE", *_TEXT))
+_DATABASE_COLUMNS = (nullable("DATABASE()", *_TEXT),)
+
+
+async def _named_tables(cursor: Any, folded: frozenset[str], datasource: str) -> list[str]:
     """The catalog names of the tables whose casefolded name is in ``folded``."""
     await cursor.execute(_TABLE_NAMES_SQL)
-    names = [_text(name) for (name,) in await cursor.fetchall()]
+    rows = await cursor.fetchall()
+    names = [_text(name) for (name,) in catalog_rows(rows, _TABLE_NAME_COLUMNS, datasource)]
     return [name for name in names if name.casefold() in folded]
 
 
@@ -496,10 +516,13 @@ def _text(value: object) -> str:
 
 
 def _tables_from(
-    database: str, rows: Sequence[Sequence[Any]], json_columns: set[tuple[str, str]]
+    database: str,
+    rows: Sequence[Sequence[Any]],
+    json_columns: set[tuple[str, str]],
+    datasource: str,
 ) -> tuple[TableSchema, ...]:
     grouped: dict[str, list[Column]] = {}
-    for raw_table, raw_column, raw_type in rows:
+    for raw_table, raw_column, raw_type in catalog_rows(rows, _CATALOG_COLUMNS, datasource):
         table = _text(raw_table)
         columns = grouped.setdefault(table, [])
         if raw_column is None:
@@ -635,21 +658,25 @@ class MysqlConnector(NetworkConnector):
         with map_mysql_errors(Phase.DISCOVER, self._name):
             async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS), conn.cursor() as cursor:
                 await cursor.execute("SELECT DATABASE()")
-                database = _text((await cursor.fetchone())[0])
+                answered = await cursor.fetchall()
+                current = catalog_rows(answered[:1], _DATABASE_COLUMNS, self._name)
+                database = _text(next(current, (None,))[0])
                 if not database or mysql_schema_excluded(database):
                     return DiscoveredSchema(default_schema=database)
-                tables = None if folded is None else await _named_tables(cursor, folded)
+                tables = None if folded is None else await _named_tables(cursor, folded, self._name)
                 if tables == []:
                     return DiscoveredSchema(default_schema=database)
                 rows = await _catalog_query(cursor, _CATALOG_TEMPLATE, tables)
                 json_columns: set[tuple[str, str]] = set()
                 if "mariadb" in _text(getattr(conn, "server_version", "")).lower():
-                    for table, clause in await _catalog_query(cursor, _JSON_CHECKS, tables):
+                    checks = await _catalog_query(cursor, _JSON_CHECKS, tables)
+                    for table, clause in catalog_rows(checks, _JSON_CHECK_COLUMNS, self._name):
                         column = json_checked_column(_text(clause))
                         if column is not None:
                             json_columns.add((_text(table), column))
         return DiscoveredSchema(
-            default_schema=database, tables=_tables_from(database, rows, json_columns)
+            default_schema=database,
+            tables=_tables_from(database, rows, json_columns, self._name),
         )
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
@@ -674,7 +701,7 @@ class MysqlConnector(NetworkConnector):
                 await cursor.execute(sql, params)
                 sizer = BatchSizer(self._batch_size)
                 while batch := await self._fetch(conn, cursor, sizer):
-                    columns = _columns(batch, names, converters)
+                    columns = _columns(batch, names, converters, self._name)
                     yield FastRowBatch(names, columns, json_columns=json_columns)
                 await cursor.close()
                 finished = True

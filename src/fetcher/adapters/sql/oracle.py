@@ -40,12 +40,16 @@ from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DISCOVERY_TIMEOUT_SECONDS,
+    CatalogColumn,
     NetworkConnector,
     Phase,
     ServerNameContext,
+    catalog_rows,
     engine_error,
+    nullable,
     oracle_owner_excluded,
     oracle_table_excluded,
+    result_columns,
     translate_errors,
 )
 from fetcher.engine import ConnectionDescriptor
@@ -422,11 +426,9 @@ def column_converter(
     return _mapped(_BY_TYPE.get(type_code, encode_value))
 
 
-def _converters(
-    description: Sequence[Any] | None, columns: Sequence[Column]
-) -> list[ColumnConverter]:
-    if description is None or len(description) != len(columns):
-        raise ValueError("unexpected result columns")
+def _converters(description: Sequence[Any], columns: Sequence[Column]) -> list[ColumnConverter]:
+    """The converters of a result whose ``description`` has one column per selected one
+    (checked by ``result_columns``)."""
     return [
         column_converter(
             d.type_code, getattr(d, "precision", None), getattr(d, "scale", None), column.family
@@ -548,7 +550,7 @@ class OracleConnector(NetworkConnector):
                     rows = await cursor.fetchall()
                 finally:
                     cursor.close()
-        return DiscoveredSchema(default_schema=self._user, tables=tables_from(rows))
+        return DiscoveredSchema(default_schema=self._user, tables=tables_from(rows, self._name))
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
         """Rows at most ``batch_size`` (and about ``BATCH_TARGET_BYTES``) at a time
@@ -563,10 +565,10 @@ class OracleConnector(NetworkConnector):
                 sizer = BatchSizer(self._batch_size)
                 cursor.arraysize = cursor.prefetchrows = sizer.rows
                 await cursor.execute(sql, params, fetch_lobs=False, fetch_decimals=True)
-                try:
-                    converters = _converters(cursor.description, query.columns)
-                except ValueError as exc:
-                    raise engine_error(Phase.QUERY, self._name, str(exc)) from exc
+                description = result_columns(
+                    cursor.description, names, self._name, query.table.label
+                )
+                converters = _converters(description, query.columns)
                 while rows := await cursor.fetchmany(sizer.rows):
                     sizer.observe(rows)
                     cursor.arraysize = sizer.rows  # the driver's next round trip
@@ -582,10 +584,21 @@ def _close_cursor(cursor: Any) -> None:
         cursor.close()
 
 
-def tables_from(rows: Sequence[Sequence[Any]]) -> tuple[TableSchema, ...]:
-    """Group catalog rows into ``TableSchema`` values, dropping §11.3 system owners and names."""
+#: What each catalog row holds (``DATA_SCALE`` is NULL for most types).
+_CATALOG_COLUMNS = (
+    CatalogColumn("OWNER"),
+    CatalogColumn("TABLE_NAME"),
+    CatalogColumn("COLUMN_NAME"),
+    CatalogColumn("DATA_TYPE"),
+    nullable("DATA_SCALE", int, float, Decimal),
+)
+
+
+def tables_from(rows: Sequence[Sequence[Any]], datasource: str) -> tuple[TableSchema, ...]:
+    """Group catalog rows into ``TableSchema`` values, dropping §11.3 system owners and names;
+    a row of another shape is the discovery failure naming the column."""
     grouped: dict[tuple[str, str], list[Column]] = {}
-    for owner, table, column, data_type, scale in rows:
+    for owner, table, column, data_type, scale in catalog_rows(rows, _CATALOG_COLUMNS, datasource):
         if oracle_owner_excluded(owner) or oracle_table_excluded(table):
             continue
         family = oracle_family(str(data_type), None if scale is None else int(scale))

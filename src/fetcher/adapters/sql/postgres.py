@@ -47,12 +47,17 @@ from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DISCOVERY_TIMEOUT_SECONDS,
+    CatalogColumn,
     NetworkConnector,
     Phase,
+    catalog_rows,
     engine_error,
+    nullable,
     postgres_schema_excluded,
     postgres_table_excluded,
+    result_columns,
     translate_errors,
+    transposed,
 )
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.kit import (
@@ -509,10 +514,12 @@ def _columns(
     rows: list[tuple[Any, ...]],
     converters: Sequence[tuple[int, ColumnConverter]],
     names: Sequence[str],
+    datasource: str,
 ) -> list[Sequence[object]]:
     """One fetched batch as columns, with the column converters applied; a JSON value nested
-    too deep raises ``JsonDepthError`` naming its column (of ``names``)."""
-    columns: list[Sequence[object]] = list(zip(*rows, strict=True))
+    too deep raises ``JsonDepthError`` naming its column (of ``names``), a row of another
+    width the query failure naming the selected columns."""
+    columns: list[Sequence[object]] = list(transposed(rows, names, datasource))
     for index, convert in converters:
         with naming_column(names[index]):
             columns[index] = convert(columns[index])
@@ -538,6 +545,15 @@ WHERE t.table_type IN ('BASE TABLE', 'VIEW') AND t.table_schema = ANY(%s){names}
 ORDER BY t.table_schema, t.table_name, c.ordinal_position
 """
 _CATALOG_SQL = _CATALOG_TEMPLATE.format(names="")
+#: What each catalog row holds (a table without columns has NULL column values).
+_CATALOG_COLUMNS = (
+    CatalogColumn("table_schema"),
+    CatalogColumn("table_name"),
+    nullable("column_name"),
+    nullable("data_type"),
+    nullable("udt_name"),
+    CatalogColumn("is_enum", (bool,)),
+)
 #: The catalog of the tables with one of the given exact names only (``discover_tables``).
 _NAMED_SQL = _CATALOG_TEMPLATE.format(names=" AND t.table_name = ANY(%s)")
 
@@ -696,7 +712,8 @@ class PostgresConnector(NetworkConnector):
             async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
                 cursor = await conn.execute(sql, params)
                 rows = await cursor.fetchall()
-        return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=_tables_from(rows))
+        tables = _tables_from(rows, self._name)
+        return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=tables)
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
         """Rows through a server-side cursor, at most ``batch_size`` (and about
@@ -716,7 +733,7 @@ class PostgresConnector(NetworkConnector):
                 cursor_name = f"fetcher_{secrets.token_hex(8)}"
                 async with conn.cursor(name=cursor_name) as cursor:
                     await cursor.execute(sql, params)
-                    converters = self._converters(query.columns, cursor.description, conn)
+                    converters = self._converters(query, cursor.description, conn)
                     sizer = BatchSizer(self._batch_size)
                     if self._encoder is not None:
                         self._encoder.start_soon()  # batches are encoded here until it is up
@@ -729,7 +746,7 @@ class PostgresConnector(NetworkConnector):
                                 yield batch
                         return
                     while rows := await self._fetch(cursor, conn, sizer):
-                        columns = _columns(rows, converters, names)
+                        columns = _columns(rows, converters, names, self._name)
                         yield FastRowBatch(names, columns, json_columns=json_columns)
 
     async def _text_batches(
@@ -749,7 +766,7 @@ class PostgresConnector(NetworkConnector):
         }
         local = [(index, convert) for index, convert in converters if index not in texts]
         while rows := await self._fetch(cursor, conn, sizer):
-            yield _columns(rows, local, names), texts
+            yield _columns(rows, local, names, self._name), texts
 
     async def _fetch(
         self, cursor: AsyncCursor, conn: AsyncConn, sizer: BatchSizer
@@ -768,16 +785,17 @@ class PostgresConnector(NetworkConnector):
 
     def _converters(
         self,
-        columns: Sequence[Column],
+        query: TableQuery,
         description: Sequence[psycopg.Column] | None,
         conn: AsyncConn,
     ) -> list[tuple[int, ColumnConverter]]:
         """The column converters of one query (by result type), skipping final columns."""
-        if description is None or len(description) != len(columns):
-            raise engine_error(Phase.QUERY, self._name, "unexpected result columns")
+        columns = query.columns
+        names = [column.name for column in columns]
+        result = result_columns(description, names, self._name, query.table.label)
         chosen = (
             (index, _column_converter(column, described.type_code, conn))
-            for index, (column, described) in enumerate(zip(columns, description, strict=True))
+            for index, (column, described) in enumerate(zip(columns, result, strict=True))
         )
         return [(index, convert) for index, convert in chosen if convert is not None]
 
@@ -792,10 +810,13 @@ def _json_columns(columns: Sequence[Column]) -> tuple[int, ...]:
     )
 
 
-def _tables_from(rows: Sequence[tuple[Any, ...]]) -> tuple[TableSchema, ...]:
-    """Group catalog rows into ``TableSchema`` values; ``pg_*`` tables are dropped (§11.3)."""
+def _tables_from(rows: Sequence[tuple[Any, ...]], datasource: str) -> tuple[TableSchema, ...]:
+    """Group catalog rows into ``TableSchema`` values; ``pg_*`` tables are dropped (§11.3).
+    A row of another shape is the discovery failure naming the column."""
     grouped: dict[tuple[str, str], list[Column]] = {}
-    for schema, table, column, data_type, udt_name, is_enum in rows:
+    for schema, table, column, data_type, udt_name, is_enum in catalog_rows(
+        rows, _CATALOG_COLUMNS, datasource
+    ):
         if postgres_schema_excluded(schema) or postgres_table_excluded(table):
             continue
         columns = grouped.setdefault((schema, table), [])

@@ -63,8 +63,11 @@ from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DEFAULT_BATCH_SIZE,
     DISCOVERY_TIMEOUT_SECONDS,
+    CatalogColumn,
     Phase,
+    catalog_rows,
     engine_error,
+    nullable,
     sqlite_name_excluded,
     translate_errors,
 )
@@ -465,13 +468,19 @@ def _open(checked: CheckedFile) -> sqlite3.Connection:
     return db
 
 
-def _catalog(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
+def _catalog(db: sqlite3.Connection) -> list[tuple[Any, ...]]:
     return db.execute(_CATALOG_SQL).fetchall()
 
 
-def _tables_from(rows: Sequence[tuple[str, str, str]]) -> tuple[TableSchema, ...]:
+#: What each catalog row holds: a crafted file can store other values in ``sqlite_schema``.
+_CATALOG_COLUMNS = (CatalogColumn("name"), CatalogColumn("column name"), nullable("type"))
+
+
+def _tables_from(rows: Sequence[tuple[Any, ...]], datasource: str) -> tuple[TableSchema, ...]:
+    """Group catalog rows into ``TableSchema`` values; a row of another shape is the
+    discovery failure naming the column."""
     grouped: dict[str, list[Column]] = {}
-    for table, column, declared in rows:
+    for table, column, declared in catalog_rows(rows, _CATALOG_COLUMNS, datasource):
         if sqlite_name_excluded(table):
             continue
         family = sqlite_family(declared or "")
@@ -572,7 +581,8 @@ class SqliteConnector:
         db = self._require(Phase.DISCOVER)
         with map_sqlite_errors(Phase.DISCOVER, self._name):
             rows = await self._call(db, DISCOVERY_TIMEOUT_SECONDS, lambda: _catalog(db))
-        return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=_tables_from(rows))
+        tables = _tables_from(rows, self._name)
+        return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=tables)
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
         """Rows through one cursor, at most ``batch_size`` (and about ``BATCH_TARGET_BYTES``)

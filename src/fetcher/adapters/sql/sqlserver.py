@@ -41,9 +41,13 @@ from fetcher.adapters.batch_sizing import BatchSizer
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DISCOVERY_TIMEOUT_SECONDS,
+    CatalogColumn,
     NetworkConnector,
     Phase,
+    catalog_rows,
     engine_error,
+    nullable,
+    result_columns,
     sqlserver_schema_excluded,
     translate_errors,
 )
@@ -275,10 +279,20 @@ def batch_columns(
     return [convert(values) for convert, values in zip(converters, columns, strict=True)]
 
 
-def tables_from(rows: Sequence[Sequence[Any]]) -> tuple[TableSchema, ...]:
-    """Group catalog rows into ``TableSchema`` values; §11.3 system schemas are dropped."""
+#: What each catalog row holds (a table without columns has NULL column values).
+_CATALOG_COLUMNS = (
+    CatalogColumn("TABLE_SCHEMA"),
+    CatalogColumn("TABLE_NAME"),
+    nullable("COLUMN_NAME"),
+    nullable("DATA_TYPE"),
+)
+
+
+def tables_from(rows: Sequence[Sequence[Any]], datasource: str) -> tuple[TableSchema, ...]:
+    """Group catalog rows into ``TableSchema`` values; §11.3 system schemas are dropped; a
+    row of another shape is the discovery failure naming the column."""
     grouped: dict[tuple[str, str], list[Column]] = {}
-    for schema, table, column, data_type in rows:
+    for schema, table, column, data_type in catalog_rows(rows, _CATALOG_COLUMNS, datasource):
         if sqlserver_schema_excluded(schema):
             continue
         columns = grouped.setdefault((schema, table), [])
@@ -401,7 +415,8 @@ class SqlServerConnector(NetworkConnector):
         with map_sqlserver_errors(Phase.DISCOVER, self._name):
             async with asyncio.timeout(DISCOVERY_TIMEOUT_SECONDS):
                 rows = await self._call(_run_catalog, conn, scope)
-        return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=tables_from(rows))
+        tables = tables_from(rows, self._name)
+        return DiscoveredSchema(default_schema=DEFAULT_SCHEMA, tables=tables)
 
     async def stream(self, query: TableQuery) -> AsyncIterator[Sequence[Row]]:
         """Rows at most ``batch_size`` (and about ``BATCH_TARGET_BYTES``) at a time through a
@@ -414,8 +429,7 @@ class SqlServerConnector(NetworkConnector):
             cursor = await self._call(conn.cursor)
             try:
                 await self._call(cursor.execute, sql, *params)
-                if cursor.description is None or len(cursor.description) != len(names):
-                    raise engine_error(Phase.QUERY, self._name, "unexpected result columns")
+                result_columns(cursor.description, names, self._name, query.table.label)
                 sizer = BatchSizer(self._batch_size)
                 while columns := await self._call(_fetch, cursor, sizer, converters):
                     yield RowBatch(names, columns)
