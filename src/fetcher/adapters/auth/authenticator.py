@@ -28,6 +28,7 @@ from fetcher.adapters.auth.keys import JWKS_ALGORITHMS, SECRET_ALGORITHM, KeyRin
 from fetcher.adapters.auth.verifier import TokenVerifier, UnknownKey
 from fetcher.services.errors import ApiError
 from fetcher.services.principal import Principal
+from fetcher.services.runtime_ports import HeaderCarrier
 
 __all__ = [
     "UNAUTHORIZED_MESSAGE",
@@ -42,15 +43,6 @@ log = logging.getLogger(__name__)
 UNAUTHORIZED_MESSAGE = "missing or invalid bearer token"
 _CHALLENGE = 'Bearer realm="fetcher"'
 _UNAVAILABLE = "The service is temporarily unavailable. Please try again later."
-
-
-class _Headers(Protocol):
-    def get(self, key: str, default: None = None) -> str | None: ...
-
-
-class _Request(Protocol):
-    @property
-    def headers(self) -> _Headers: ...
 
 
 class KeySource(Protocol):
@@ -99,7 +91,7 @@ class BearerAuthenticator:
         self._tenant_claim = tenant_claim
         self._verified = VerifiedTokens()
 
-    async def authenticate(self, request: _Request) -> Principal:
+    async def authenticate(self, request: HeaderCarrier) -> Principal:
         token = bearer_credential(request.headers.get("authorization"))
         if token is None:
             log.info("authentication failed: no bearer token")
