@@ -1,8 +1,14 @@
 """The one composition root: ``async with build_runtime(settings) as rt:``.
 
 It is the only place that reads :class:`~fetcher.settings.Settings` and builds real objects:
-stores, connectors, object storage and messaging are opened in an ``AsyncExitStack`` and handed
-to the services as ports. Tests build a :class:`Runtime` from fakes with the same fields.
+stores, connectors, object storage, messaging and the bearer-token authenticator are opened in
+an ``AsyncExitStack`` and handed to the services as ports. Every service is complete when it is
+built: nothing is set on it afterwards. The hosts (``fetcher.manager``, ``fetcher.worker``,
+``fetcher.cli``) never import an adapter; what they need of one comes through
+:class:`Runtime`. Optional drivers stay optional: the PostgreSQL store and connector are
+imported only when a PostgreSQL store or datasource is used, so embedded mode on SQLite runs
+without the ``postgres`` extra. Tests build a :class:`Runtime` from fakes through
+:func:`assemble_runtime`, the same composition.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import pybase64
 
@@ -20,11 +27,15 @@ from fetcher.adapters.messaging.inprocess import InProcessEventBus, InProcessWor
 from fetcher.adapters.objectstore.local import LocalObjectStore
 from fetcher.adapters.spool import EncryptedSpoolFactory
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
-from fetcher.adapters.store.postgres import PostgresMetadataStore
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
 from fetcher.crypto import Redactor
 from fetcher.engine import DEFAULT_LIMITS, ConnectionDescriptor, ConnectorRegistry, Engine, Limits
-from fetcher.services.connections import ConnectionService
+from fetcher.services.connection_catalog import ConnectionCatalog
+from fetcher.services.connection_dialer import ConnectionDialer
+from fetcher.services.connection_directory import ConnectionDirectory
+from fetcher.services.connection_editor import ConnectionEditor
+from fetcher.services.connection_probe import ConnectionTester
+from fetcher.services.connections import ConnectionServices
 from fetcher.services.credentials import CredentialCipher
 from fetcher.services.events import EventContext
 from fetcher.services.extraction import ExtractionService
@@ -33,15 +44,33 @@ from fetcher.services.jobs import JobService
 from fetcher.services.metrics import Metrics
 from fetcher.services.name_collisions import log_name_collisions
 from fetcher.services.outbox import OutboxRelay
-from fetcher.services.ports import MetadataStore
+from fetcher.services.ports import (
+    ConnectionStore,
+    FeedStore,
+    JobStore,
+    Outbox,
+    StoreLifecycle,
+)
 from fetcher.services.reaper import StaleJobReaper
-from fetcher.services.runtime_ports import EventPublisher, ObjectStore, WorkPublisher, WorkSource
+from fetcher.services.runtime_ports import (
+    Authenticator,
+    EventPublisher,
+    ObjectStore,
+    WorkPublisher,
+    WorkSource,
+)
 from fetcher.services.schema_cache import SchemaCache
+from fetcher.services.schema_inspection import SchemaInspector
+from fetcher.services.sqlite_files import SqlitePolicy
 from fetcher.settings import Mode, Settings
+
+if TYPE_CHECKING:  # imported where used: the Worker never loads the JWT libraries
+    from fetcher.adapters.auth import BearerAuthenticator
 
 __all__ = [
     "Lifecycle",
     "Messaging",
+    "MetadataStore",
     "ReadinessCheck",
     "Runtime",
     "WorkerParts",
@@ -51,6 +80,12 @@ __all__ = [
 
 #: A readiness probe (§2.10): returns normally when up, raises with a reason when down.
 ReadinessCheck = Callable[[], Awaitable[None]]
+
+
+class MetadataStore(StoreLifecycle, ConnectionStore, JobStore, FeedStore, Outbox, Protocol):
+    """Every role of the metadata store (``fetcher.services.ports``) at once: what the
+    composition root opens and hands out role by role. Only the root and the hosts' startup
+    (migrations, the embedded lock, recovery) need all of them; services name their roles."""
 
 
 @dataclass
@@ -69,19 +104,19 @@ class Runtime:
     settings: Settings
     store: MetadataStore
     registry: ConnectorRegistry
-    connections: ConnectionService
+    connections: ConnectionServices
     jobs: JobService
     metrics: Metrics
     readiness: Mapping[str, ReadinessCheck | None]
+    #: The §2.12 event feed over ``store``; a committed terminal transition calls
+    #: ``feed.notify()``, waking long-polls at once.
+    feed: EventFeed
     internal: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     worker: WorkerParts | None = None
-    #: The §2.12 event feed over ``store``; the relay calls ``feed.notify()`` after it assigns
-    #: ``feed_seq`` values, waking long-polls at once.
-    feed: EventFeed = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.feed = EventFeed(self.store)
+    #: §12.1: the bearer-token authenticator of ``AUTH_MODE=jwt`` (``None``: every caller is
+    #: anonymous, and always in Worker mode). The host starts and closes it.
+    authenticator: Authenticator | None = None
 
 
 @dataclass
@@ -160,7 +195,7 @@ def assemble_runtime(
     cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
     events = EventContext(source=settings.ce_source, exchange=settings.events_exchange)
     max_limits = DEFAULT_LIMITS.with_result_ceiling(settings.engine_max_result_bytes)
-    connections = _connection_service(settings, store, registry, cipher, internal)
+    connections = _connection_services(settings, store, registry, cipher, internal)
     jobs = _job_service(
         settings,
         store,
@@ -170,60 +205,110 @@ def assemble_runtime(
         metrics=metrics,
         max_limits=max_limits,
     )
-    readiness: dict[str, ReadinessCheck | None] = {
-        "database": store.ping,
-        "rabbitmq": messaging.check,
-    }
+    feed = EventFeed(store)
     worker = None
     source, published = messaging.work_source, messaging.events
     if objects is not None and source is not None and published is not None:
-        readiness["object_storage"] = objects.check
         worker = _worker_parts(
             settings=settings,
             store=store,
             registry=registry,
             objects=objects,
-            messages=(source, published, messaging.work_publisher),
-            shared=(cipher, events, metrics, max_limits),
+            source=source,
+            publisher=published,
+            republisher=messaging.work_publisher,
+            cipher=cipher,
+            events=events,
+            metrics=metrics,
+            max_limits=max_limits,
+            internal=internal,
+            feed=feed,
         )
-        worker.extraction.internal = internal
-        worker.extraction.internal_tenants = settings.internal_tenants
-    runtime = Runtime(
+    authenticator = _authenticator(settings)
+    return Runtime(
         settings=settings,
         store=store,
         registry=registry,
         connections=connections,
         jobs=jobs,
         metrics=metrics,
-        readiness=readiness,
+        readiness=_readiness(settings, store, messaging, worker, authenticator),
+        feed=feed,
         internal=internal,
         worker=worker,
         lifecycle=lifecycle or Lifecycle(),
+        authenticator=authenticator,
     )
+
+
+def _authenticator(settings: Settings) -> BearerAuthenticator | None:
+    """§12.1: ``AUTH_MODE=jwt`` guards the Manager's business routes with a bearer-token
+    authenticator (``None``: ``AUTH_MODE=none``, and the Worker, which serves no business
+    route). The host starts its key loading (``fetcher run``); a bare ``create_app`` starts it
+    at the first bearer token instead."""
+    if not settings.auth.enabled or settings.mode is Mode.WORKER:
+        return None
+    from fetcher.adapters.auth import build_authenticator
+
+    return build_authenticator(settings.auth, multi_tenant=settings.multi_tenant)
+
+
+def _readiness(
+    settings: Settings,
+    store: MetadataStore,
+    messaging: Messaging,
+    worker: WorkerParts | None,
+    authenticator: BearerAuthenticator | None,
+) -> dict[str, ReadinessCheck | None]:
+    """The §2.10 checks of the mode: ``object_storage`` where a Worker side runs, and
+    ``auth_keys`` with a JWKS (§12.2)."""
+    readiness: dict[str, ReadinessCheck | None] = {
+        "database": store.ping,
+        "rabbitmq": messaging.check,
+    }
     if worker is not None:
-        _wake_on_commit(worker, runtime.feed)
-    return runtime
+        readiness["object_storage"] = worker.objects.check
+    if authenticator is not None and settings.auth.jwks_url is not None:
+        readiness["auth_keys"] = authenticator.keys_check
+    return readiness
 
 
-def _connection_service(
+def _connection_services(
     settings: Settings,
     store: MetadataStore,
     registry: ConnectorRegistry,
     cipher: CredentialCipher,
     internal: Mapping[str, ConnectionDescriptor],
-) -> ConnectionService:
-    return ConnectionService(
-        store=store,
+) -> ConnectionServices:
+    directory = ConnectionDirectory(
+        store=store, internal=internal, internal_tenants=settings.internal_tenants
+    )
+    sqlite = SqlitePolicy(
+        embedded=settings.mode is Mode.EMBEDDED,
+        allowed_dir=settings.sqlite_allowed_dir,
+        metadata_store_path=settings.sqlite_path,
+    )
+    dialer = ConnectionDialer(
         cipher=cipher,
         registry=registry,
-        internal=internal,
-        internal_tenants=settings.internal_tenants,
-        embedded=settings.mode is Mode.EMBEDDED,
-        sqlite_allowed_dir=settings.sqlite_allowed_dir,
-        metadata_store_path=settings.sqlite_path,
+        sqlite=sqlite,
         ssrf_guard=settings.ssrf_guard,
-        schema_cache=SchemaCache(settings.schema_cache_ttl),
         redactor=Redactor(secrets=settings.secrets),
+    )
+    cache = SchemaCache(settings.schema_cache_ttl)
+    return ConnectionServices(
+        directory=directory,
+        catalog=ConnectionCatalog(store=store, directory=directory),
+        editor=ConnectionEditor(
+            store=store,
+            directory=directory,
+            cipher=cipher,
+            sqlite=sqlite,
+            ssrf_guard=settings.ssrf_guard,
+            schema_cache=cache,
+        ),
+        tester=ConnectionTester(directory=directory, dialer=dialer),
+        schemas=SchemaInspector(directory=directory, dialer=dialer, cache=cache),
     )
 
 
@@ -231,7 +316,7 @@ def _job_service(
     settings: Settings,
     store: MetadataStore,
     *,
-    connections: ConnectionService,
+    connections: ConnectionServices,
     messaging: Messaging,
     events: EventContext,
     metrics: Metrics,
@@ -239,7 +324,8 @@ def _job_service(
 ) -> JobService:
     return JobService(
         store=store,
-        connections=connections,
+        directory=connections.directory,
+        tester=connections.tester,
         publisher=messaging.work_publisher,
         internal_key=settings.keys.internal_hmac,
         work_queue=_work_queue(settings),
@@ -247,17 +333,6 @@ def _job_service(
         max_limits=max_limits,
         metrics=metrics,
     )
-
-
-def _wake_on_commit(worker: WorkerParts, feed: EventFeed) -> None:
-    """A committed terminal transition wakes the outbox relay and the feed's long-polls."""
-    relay = worker.relay
-
-    def committed() -> None:
-        relay.kick()
-        feed.notify()
-
-    worker.extraction.on_commit = committed
 
 
 def _work_queue(settings: Settings) -> str:
@@ -288,12 +363,11 @@ def _open_store(settings: Settings) -> AbstractAsyncContextManager[MetadataStore
         return SqliteMetadataStore(settings.sqlite_path)
     # §2.3 FET-0003: the Manager answers 503 within ~1 s when the store is unreachable.
     checkout = 1.0 if settings.mode is Mode.MANAGER else None
-    return PostgresMetadataStore(_libpq_url(settings.database_url), checkout_timeout=checkout)
+    # Imported here: psycopg is the optional ``postgres`` extra, which embedded mode on
+    # SQLite does not need. libpq takes ``postgresql://`` and ``postgres://`` URLs as they are.
+    from fetcher.adapters.store.postgres import PostgresMetadataStore
 
-
-def _libpq_url(url: str) -> str:
-    """libpq accepts ``postgresql://`` and ``postgres://`` as they are."""
-    return url
+    return PostgresMetadataStore(settings.database_url, checkout_timeout=checkout)
 
 
 async def _open_objects(settings: Settings, stack: AsyncExitStack) -> ObjectStore:
@@ -354,13 +428,20 @@ def _worker_parts(
     store: MetadataStore,
     registry: ConnectorRegistry,
     objects: ObjectStore,
-    messages: tuple[WorkSource, EventPublisher, WorkPublisher],
-    shared: tuple[CredentialCipher, EventContext, Metrics, Limits],
+    source: WorkSource,
+    publisher: EventPublisher,
+    republisher: WorkPublisher,
+    cipher: CredentialCipher,
+    events: EventContext,
+    metrics: Metrics,
+    max_limits: Limits,
+    internal: Mapping[str, ConnectionDescriptor],
+    feed: EventFeed,
 ) -> WorkerParts:
-    """The Worker's services. ``messages`` is (work source, event publisher, work
-    re-publisher); ``shared`` the parts the front services use too."""
-    source, publisher, republisher = messages
-    cipher, events, metrics, max_limits = shared
+    """The Worker's services. ``publisher`` carries the outbox's events, ``republisher`` the
+    §7.4 retries back to the work queue; ``cipher``, ``events``, ``metrics``, ``max_limits``
+    and ``internal`` are the ones the front services use too. A committed terminal transition
+    wakes the outbox relay and the feed's long-polls."""
     relay = OutboxRelay(
         store=store,
         publisher=publisher,
@@ -368,21 +449,28 @@ def _worker_parts(
         exchange=settings.events_exchange,
         metrics=metrics,
     )
-    engine = Engine(
-        registry, limits=max_limits, spools=EncryptedSpoolFactory(settings.spool_memory_bytes)
-    )
+
+    def committed() -> None:
+        relay.kick()
+        feed.notify()
+
     extraction = ExtractionService(
         store=store,
+        connections=store,
         objects=objects,
-        engine=engine,
+        engine=Engine(
+            registry, limits=max_limits, spools=EncryptedSpoolFactory(settings.spool_memory_bytes)
+        ),
         keys=settings.keys,
         cipher=cipher,
         events=events,
         metrics=metrics,
         key_prefix=settings.object_storage.key_prefix,
         storage_timeout=settings.storage_timeout,
+        internal=internal,
+        internal_tenants=settings.internal_tenants,
         redactor=Redactor(secrets=settings.secrets),
-        on_commit=relay.kick,
+        on_commit=committed,
         ssrf_guard=settings.ssrf_guard,
         b64encode=pybase64.b64encode,  # SIMD, the standard library's bytes (tests/unit/crypto)
     )

@@ -12,8 +12,9 @@
   request bodies, path IDs, query parameters and headers from the precise JSON Schemas of
   ``manager/openapi.py``, fitted to this deployment (the SQLITE type where it is accepted, the
   configured ``MAX_PAGINATION_LIMIT`` and limit maxima).
-* Authentication (§12.1): with ``AUTH_MODE=jwt``, ``app.state.authenticator`` verifies bearer
-  tokens for the guards of ``manager/auth.py``, and the document declares the bearer scheme,
+* Authentication (§12.1): with ``AUTH_MODE=jwt``, ``app.state.authenticator`` (the one the
+  composition root built, ``runtime.authenticator``) verifies bearer tokens for the guards of
+  ``manager/auth.py``, and the document declares the bearer scheme,
   each guarded operation's ``security`` and its 401/403 answers. With ``AUTH_MODE=none`` the
   document declares no security: it describes the deployment it is served by.
 * Swagger UI at ``/docs``, served with its scripts and styles from the installed
@@ -38,7 +39,6 @@ from starlette.responses import HTMLResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from fetcher import __version__
-from fetcher.adapters.auth import BearerAuthenticator, build_authenticator
 from fetcher.bootstrap import Runtime
 from fetcher.manager.auth import route_scope
 from fetcher.manager.errors import internal_error
@@ -188,22 +188,9 @@ def _install_docs(app: FastAPI) -> None:
     app.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False)
 
 
-def _install_authenticator(runtime: Runtime) -> BearerAuthenticator | None:
-    """§12.1: ``AUTH_MODE=jwt`` guards the business routes with a bearer-token authenticator
-    (``None``: ``AUTH_MODE=none``, every caller is anonymous). With ``AUTH_JWKS_URL``,
-    ``/readyz`` gains the ``auth_keys`` check (§2.10). The host starts its key loading
-    (``fetcher run``); a bare ``create_app`` starts it at the first bearer token instead."""
-    settings = runtime.settings
-    if not settings.auth.enabled:
-        return None
-    authenticator = build_authenticator(settings.auth, multi_tenant=settings.multi_tenant)
-    if settings.auth.jwks_url is not None:
-        runtime.readiness = {**runtime.readiness, "auth_keys": authenticator.keys_check}
-    return authenticator
-
-
 def create_app(runtime: Runtime) -> FastAPI:
-    """The Manager application over ``runtime`` (routes read it from ``app.state``)."""
+    """The Manager application over ``runtime`` (routes read it from ``app.state``), guarded
+    by ``runtime.authenticator`` (§12.1; ``None``: every caller is anonymous)."""
     app = FetcherAPI(
         title="Fetcher",
         version=__version__,
@@ -214,7 +201,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         redoc_url=None,
     )
     app.state.runtime = runtime
-    app.state.authenticator = _install_authenticator(runtime)
+    app.state.authenticator = runtime.authenticator
     for router in _ROUTERS:
         app.include_router(router)
     _install_docs(app)

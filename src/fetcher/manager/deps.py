@@ -19,8 +19,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from fetcher.bootstrap import Runtime
 from fetcher.manager.json_body import check_media_type, parse_json_object
 from fetcher.services import shapes
+from fetcher.services.connection_catalog import ListRequest
 from fetcher.services.connection_validation import validate_product_header
-from fetcher.services.connections import ListRequest
 from fetcher.services.errors import ApiError
 from fetcher.services.log_context import bind_log_context
 from fetcher.services.records import EventType

@@ -32,13 +32,13 @@ from fetcher.engine import (
     ExtractionResult,
 )
 from fetcher.engine.kit import parse_filters
-from fetcher.services.connections import descriptor_from_record
+from fetcher.services.connection_records import descriptor_from_record
 from fetcher.services.credentials import CredentialCipher, CredentialError
 from fetcher.services.events import CompletedResult, EventContext, completed_event, failed_event
 from fetcher.services.internal_datasources import visible_internal
 from fetcher.services.log_context import bind_log_context, id_list, log_context
 from fetcher.services.metrics import Metrics
-from fetcher.services.ports import MetadataStore
+from fetcher.services.ports import ConnectionLookup, JobStore
 from fetcher.services.records import JobRecord
 from fetcher.services.runtime_ports import ObjectStore, ObjectWriter
 from fetcher.services.ssrf import BlockedHostError, HostResolutionError, pin_descriptor
@@ -115,7 +115,11 @@ class _EncryptingSink:
 
 @dataclass
 class ExtractionService:
-    store: MetadataStore
+    """``store`` holds the job's transitions; ``connections`` the stored connections its
+    datasources name (both roles of the one metadata store)."""
+
+    store: JobStore
+    connections: ConnectionLookup
     objects: ObjectStore
     engine: Engine
     keys: KeySet = field(repr=False)
@@ -203,7 +207,7 @@ class ExtractionService:
                 resolved[name] = internal[name]
                 continue
             record = (  # §12.5: only a connection of the job's own tenant
-                await self.store.get_connection(connection_id, tenant=job.tenant)
+                await self.connections.get_connection(connection_id, tenant=job.tenant)
                 if connection_id
                 else None
             )

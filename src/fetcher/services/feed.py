@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fetcher.services.jsontext import compact_json
-from fetcher.services.ports import MetadataStore
+from fetcher.services.ports import FeedStore
 from fetcher.services.records import EventType, OutboxRow
 from fetcher.services.timeutil import format_ms
 
@@ -65,7 +65,7 @@ class _Scope:
     products: frozenset[str] | None
     event_type: EventType | None
 
-    async def read(self, store: MetadataStore, after: int, limit: int) -> list[OutboxRow]:
+    async def read(self, store: FeedStore, after: int, limit: int) -> list[OutboxRow]:
         return await store.read_feed(
             after=after,
             limit=limit,
@@ -79,7 +79,7 @@ class _Scope:
 class EventFeed:
     """Reads the outbox feed; ``notify`` wakes every waiting long-poll at once."""
 
-    store: MetadataStore
+    store: FeedStore
     poll_interval: float = POLL_INTERVAL_SECONDS
     _wakeup: asyncio.Event | None = field(default=None, init=False, repr=False)
 

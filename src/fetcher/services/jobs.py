@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from fetcher.engine import Limits
-from fetcher.services.connections import ConnectionService, not_found
+from fetcher.services.connection_directory import ConnectionDirectory, not_found
+from fetcher.services.connection_probe import ConnectionTester
 from fetcher.services.errors import ApiError
 from fetcher.services.events import EventContext, failed_event
 from fetcher.services.job_validation import ValidatedJob, validate_job_request
 from fetcher.services.jsontext import compact_json
 from fetcher.services.log_context import bind_log_context, id_list
 from fetcher.services.metrics import Metrics
-from fetcher.services.ports import ActiveDuplicateError, MetadataStore
+from fetcher.services.ports import ActiveDuplicateError, JobStore
 from fetcher.services.principal import Principal
 from fetcher.services.records import ConnectionRecord, JobRecord, normalized_source
 from fetcher.services.responses import JobAccepted, JobResponse, shape
@@ -85,8 +86,12 @@ def _accepted(job: JobRecord, *, duplicate: bool) -> dict[str, object]:
 
 @dataclass
 class JobService:
-    store: MetadataStore
-    connections: ConnectionService
+    """``directory`` resolves a job's datasources (§3.6 step 14), ``tester`` live-tests the
+    stored ones (step 14b)."""
+
+    store: JobStore
+    directory: ConnectionDirectory
+    tester: ConnectionTester
     publisher: WorkPublisher
     internal_key: bytes = field(repr=False)
     work_queue: str
@@ -148,11 +153,11 @@ class JobService:
         """§3.6 step 14: every datasource resolves to exactly one internal datasource the
         tenant sees or one of the tenant's stored connections (§12.5)."""
         names = sorted(job.mapped_fields)
-        internal = self.connections.internal_for(tenant)
+        internal = self.directory.internal_for(tenant)
         stored: dict[str, ConnectionRecord] = {}
         missing: list[str] = []
         for name in names:
-            record = await self.store.get_connection_by_name(name, tenant=tenant)
+            record = await self.directory.stored_by_name(name, tenant=tenant)
             if record is not None and name in internal:
                 raise _missing(f"datasource '{name}' is ambiguous")
             if record is not None:
@@ -192,7 +197,7 @@ class JobService:
 
         async def one(record: ConnectionRecord) -> bool:
             async with gate:
-                return await self.connections.probe(record)
+                return await self.tester.probe(record)
 
         names = sorted(stored)
         results = await asyncio.gather(*(one(stored[n]) for n in names))

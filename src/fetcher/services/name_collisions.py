@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from fetcher.services.ports import MetadataStore
+from fetcher.services.ports import ConnectionLookup
 
 __all__ = ["log_name_collisions"]
 
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 async def log_name_collisions(
-    store: MetadataStore,
+    store: ConnectionLookup,
     internal_names: list[str],
     tenants: Mapping[str, frozenset[str]],
     *,

@@ -21,7 +21,7 @@ from datetime import timedelta
 from fetcher.crypto import KeySet
 from fetcher.services.events import signed_headers
 from fetcher.services.metrics import Metrics
-from fetcher.services.ports import MetadataStore
+from fetcher.services.ports import Outbox
 from fetcher.services.records import OutboxRow
 from fetcher.services.runtime_ports import EventPublisher
 from fetcher.services.timeutil import SystemClock
@@ -37,7 +37,7 @@ REPAIR_MIN_AGE = timedelta(seconds=10)
 
 @dataclass
 class OutboxRelay:
-    store: MetadataStore
+    store: Outbox
     publisher: EventPublisher
     #: The process keys; each event is signed with its tenant's external key (§12.5).
     keys: KeySet = field(repr=False)

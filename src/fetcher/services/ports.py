@@ -1,7 +1,14 @@
-"""The metadata store port: what services need from PostgreSQL or SQLite (contract §2.6, §4, §8.6).
+"""The metadata store ports: what services need from PostgreSQL or SQLite (contract §2.6, §4, §8.6).
 
-Services depend on this Protocol, never on an adapter; bootstrap hands them one. Every
-implementation MUST behave identically (one behavioural test suite runs against all of them).
+The store is seen through role Protocols, each service depending only on the roles it uses:
+:class:`StoreLifecycle` (migrations, ping, the embedded lock), :class:`ConnectionLookup`
+(connections by ID or name) and :class:`ConnectionStore` (their writes and lists),
+:class:`JobStore` (jobs and their transitions), :class:`FeedStore` (the §2.12 event feed) and
+:class:`Outbox` (the relay's side of the outbox). One adapter class implements every role
+(structural typing); only the composition root needs all of them at once
+(``fetcher.bootstrap.MetadataStore``). Services never import an adapter; bootstrap hands them
+one. Every implementation MUST behave identically (one behavioural test suite runs against all
+of them).
 
 Errors crossing this port are drawn here, closed:
 
@@ -41,12 +48,17 @@ from fetcher.services.records import (
 )
 
 __all__ = [
+    "ConnectionLookup",
+    "ConnectionStore",
+    "FeedStore",
+    "JobStore",
+    "Outbox",
+    "StoreLifecycle",
     "StoreError",
     "ConflictError",
     "ActiveDuplicateError",
     "StoreUnavailableError",
     "OutboxBatch",
-    "MetadataStore",
 ]
 
 
@@ -79,14 +91,12 @@ class OutboxBatch(Protocol):
         ...
 
 
-class MetadataStore(Protocol):
-    """Connections, jobs and the event outbox.
+# Every role: times passed in MUST be timezone-aware; implementations store them with
+# millisecond precision and return them as UTC. Nothing here reads the clock.
 
-    Times passed in MUST be timezone-aware; implementations store them with millisecond
-    precision and return them as UTC. Nothing here reads the clock.
-    """
 
-    # -- lifecycle -------------------------------------------------------------------------
+class StoreLifecycle(Protocol):
+    """Opening the store for a process: migrations, the readiness ping, the embedded lock."""
 
     async def migrate(self) -> None:
         """Apply pending schema migrations (§1.5).
@@ -112,16 +122,9 @@ class MetadataStore(Protocol):
         """Release every connection. Safe to call twice."""
         ...
 
-    # -- connections (§2.5, §2.6) ----------------------------------------------------------
 
-    async def insert_connection(self, record: ConnectionRecord) -> None:
-        """Store a new connection.
-
-        MUST raise :class:`ConflictError` when a non-deleted connection of the same tenant has
-        the same ``config_name`` (§12.5: unique per tenant), enforced by the store itself (a
-        partial unique index) so that of two concurrent inserts exactly one succeeds.
-        """
-        ...
+class ConnectionLookup(Protocol):
+    """A tenant's non-deleted connections by ID or ``configName`` (§2.5, §2.6, §12.5)."""
 
     async def get_connection(self, connection_id: str, *, tenant: str) -> ConnectionRecord | None:
         """The tenant's non-deleted connection with this ID, else ``None``."""
@@ -132,6 +135,19 @@ class MetadataStore(Protocol):
     ) -> ConnectionRecord | None:
         """The tenant's non-deleted connection with this ``config_name`` (case-sensitive), else
         ``None``."""
+        ...
+
+
+class ConnectionStore(ConnectionLookup, Protocol):
+    """The connection routes' writes and lists (§2.6), besides the lookups."""
+
+    async def insert_connection(self, record: ConnectionRecord) -> None:
+        """Store a new connection.
+
+        MUST raise :class:`ConflictError` when a non-deleted connection of the same tenant has
+        the same ``config_name`` (§12.5: unique per tenant), enforced by the store itself (a
+        partial unique index) so that of two concurrent inserts exactly one succeeds.
+        """
         ...
 
     async def list_connections(
@@ -180,7 +196,10 @@ class MetadataStore(Protocol):
         (§2.6.5)."""
         ...
 
-    # -- jobs (§3.8, §4) -------------------------------------------------------------------
+
+class JobStore(Protocol):
+    """Jobs: the guarded insert and deduplication (§3.8), the transitions of §4 and the
+    reaper's and embedded recovery's lists (§4.4)."""
 
     async def find_dedup_match(
         self, request_hash: str, completed_since: datetime, *, tenant: str
@@ -269,7 +288,27 @@ class MetadataStore(Protocol):
         """Every job in ``status``, oldest first (embedded startup recovery, §4.4)."""
         ...
 
-    # -- outbox and event feed (§8.6, §2.12) -----------------------------------------------
+
+class FeedStore(Protocol):
+    """The §2.12 event feed: committed outbox rows by ``feed_seq``."""
+
+    async def read_feed(
+        self,
+        *,
+        after: int,
+        limit: int,
+        event_type: EventType | None = None,
+        tenant: str,
+        products: Collection[str] | None,
+    ) -> list[OutboxRow]:
+        """The tenant's rows with a ``feed_seq`` greater than ``after``, ascending by
+        ``feed_seq``; with ``products`` (a product-restricted token, §12.4) only the rows of
+        jobs whose normalized source is one of them. An index serves both filters."""
+        ...
+
+
+class Outbox(Protocol):
+    """The relay's side of the outbox (§8.6): claim, acknowledge, number and count rows."""
 
     def claim_unsent(
         self, *, created_before: datetime, limit: int
@@ -292,20 +331,6 @@ class MetadataStore(Protocol):
         PostgreSQL holds ``pg_advisory_xact_lock(<constant>)`` for it; SQLite uses the rowid
         and assigns nothing. Returns how many rows were numbered.
         """
-        ...
-
-    async def read_feed(
-        self,
-        *,
-        after: int,
-        limit: int,
-        event_type: EventType | None = None,
-        tenant: str,
-        products: Collection[str] | None,
-    ) -> list[OutboxRow]:
-        """The tenant's rows with a ``feed_seq`` greater than ``after``, ascending by
-        ``feed_seq``; with ``products`` (a product-restricted token, §12.4) only the rows of
-        jobs whose normalized source is one of them. An index serves both filters."""
         ...
 
     async def count_unsent(self) -> int:

@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from fetcher.engine import Limits
 from fetcher.services.events import EventContext, failed_event
-from fetcher.services.ports import MetadataStore
+from fetcher.services.ports import JobStore
 from fetcher.services.records import JobRecord, JobStatus
 from fetcher.services.timeutil import SystemClock
 
@@ -31,7 +31,7 @@ REAP_BATCH = 500
 
 @dataclass
 class StaleJobReaper:
-    store: MetadataStore
+    store: JobStore
     events: EventContext
     max_limits: Limits
     pending_timeout: int

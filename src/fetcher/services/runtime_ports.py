@@ -1,7 +1,9 @@
-"""Ports the use cases need besides the metadata store: object storage and messaging.
+"""Ports the use cases and hosts need besides the metadata store: object storage, messaging
+and the bearer-token authenticator.
 
-Adapters implement them (``fetcher.adapters.objectstore.*``, ``fetcher.adapters.messaging.*``);
-services never import adapters (the bootstrap hands them over).
+Adapters implement them (``fetcher.adapters.objectstore.*``, ``fetcher.adapters.messaging.*``,
+``fetcher.adapters.auth``); services and hosts never import adapters (the bootstrap hands them
+over).
 """
 
 from __future__ import annotations
@@ -10,8 +12,13 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
+from fetcher.services.principal import Principal
+
 __all__ = [
+    "Authenticator",
     "Delivery",
+    "HeaderCarrier",
+    "RequestHeaders",
     "EventPublisher",
     "ObjectStore",
     "ObjectWriter",
@@ -95,3 +102,31 @@ class WorkSource(Protocol):
     async def stop(self) -> None:
         """Stop consuming at once (graceful shutdown step 2, §9.3)."""
         ...
+
+
+class RequestHeaders(Protocol):
+    """A request's headers: ``get`` reads one; a Starlette or httpx header map also lists
+    repeated ones (``getlist`` / ``get_list``), which authentication checks for (§12.1)."""
+
+    def get(self, key: str, default: None = None) -> str | None: ...
+
+
+class HeaderCarrier(Protocol):
+    """What authentication reads of a request: its headers (a Starlette request is one; no
+    web framework is needed to name it)."""
+
+    @property
+    def headers(self) -> RequestHeaders: ...
+
+
+class Authenticator(Protocol):
+    """§12.1 ``AUTH_MODE=jwt``: ``authenticate`` reads the ``Authorization`` header of a
+    request (anything with ``headers.get``) and returns its :class:`Principal`, or raises the
+    §2.2 ``ApiError`` the guard answers with (401, or 503 while no key set is loaded). The host
+    calls ``start`` (key loading in the background) when it starts and ``aclose`` at exit."""
+
+    async def authenticate(self, request: HeaderCarrier) -> Principal: ...
+
+    def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...

@@ -7,8 +7,9 @@ table-name rules (``fetcher.engine.names``):
 * :func:`requested_scope` and :func:`datasource_errors`: the scope validate-schema discovers for
   one datasource, and its ``TABLE_NOT_FOUND``/``FIELD_NOT_FOUND`` entries in request order.
 
-No I/O happens here; :class:`~fetcher.services.connections.ConnectionService` connects,
-discovers and caches.
+No I/O happens here; :class:`~fetcher.services.schema_inspection.SchemaInspector` connects
+(through the :class:`~fetcher.services.connection_dialer.ConnectionDialer`), discovers and
+caches.
 """
 
 from __future__ import annotations

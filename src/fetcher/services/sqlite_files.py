@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 
-__all__ = ["sqlite_location_ok"]
+__all__ = ["SqlitePolicy", "sqlite_location_ok"]
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -32,6 +33,27 @@ def sqlite_location_ok(
             return handle.read(len(_SQLITE_HEADER)) == _SQLITE_HEADER
     except (OSError, ValueError):
         return False
+
+
+@dataclass(frozen=True, slots=True)
+class SqlitePolicy:
+    """Where ``SQLITE`` connections may point (§2.5.1): only in embedded mode, inside
+    ``allowed_dir`` (``SQLITE_ALLOWED_DIR``), never the metadata store's own file."""
+
+    embedded: bool = False
+    allowed_dir: str | None = None
+    metadata_store_path: str | None = None
+
+    def allows(self, path: str) -> bool:
+        """The §2.5.1 re-check before every open of a stored ``SQLITE`` connection."""
+        allowed = self.allowed_dir
+        return (
+            self.embedded
+            and allowed is not None
+            and sqlite_location_ok(
+                path, allowed_dir=allowed, metadata_store_path=self.metadata_store_path
+            )
+        )
 
 
 def _is_metadata_store(info: os.stat_result, metadata_store_path: str | None) -> bool:

@@ -8,7 +8,7 @@ The pre-dial layer (§2.9.1 rules 1-3) is :func:`vet_host`, the ONE place that r
 datasource host: it resolves the name once through :func:`resolve_host` (``getaddrinfo``, every
 address family), rejects the host when any resolved address is blocked, and returns the vetted
 address that callers pin on the descriptor (:func:`pin_descriptor`), so the driver never
-resolves the name a second time. The Manager's :class:`ConnectionService` and the Worker's
+resolves the name a second time. The Manager's :class:`ConnectionDialer` and the Worker's
 :class:`ExtractionService` both call it; nothing else here does I/O.
 """
 

@@ -29,7 +29,7 @@ from fetcher.services.events import EventContext, failed_event
 from fetcher.services.extraction import ExtractionService
 from fetcher.services.log_context import bind_log_context
 from fetcher.services.metrics import Metrics
-from fetcher.services.ports import MetadataStore, StoreUnavailableError
+from fetcher.services.ports import JobStore, StoreUnavailableError
 from fetcher.services.runtime_ports import Delivery, WorkPublisher
 from fetcher.services.timeutil import SystemClock
 from fetcher.services.work_messages import TENANT_HEADER, signed_work_headers
@@ -115,7 +115,7 @@ def _payload_problem(body: bytes) -> tuple[str | None, str | None]:
 
 @dataclass
 class WorkHandler:
-    store: MetadataStore
+    store: JobStore
     extraction: ExtractionService
     republisher: WorkPublisher
     internal_key: bytes = field(repr=False)

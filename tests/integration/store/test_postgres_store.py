@@ -9,7 +9,8 @@ import psycopg
 import pytest
 
 from fetcher.adapters.store.postgres import PostgresMetadataStore
-from fetcher.services.ports import ActiveDuplicateError, MetadataStore, StoreUnavailableError
+from fetcher.bootstrap import MetadataStore
+from fetcher.services.ports import ActiveDuplicateError, StoreUnavailableError
 from tests.unit.store.store_contract import (
     MS,
     T0,

@@ -12,12 +12,11 @@ import httpx
 import pytest
 
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
-from fetcher.bootstrap import Messaging, Runtime, assemble_runtime
+from fetcher.bootstrap import Messaging, MetadataStore, Runtime, assemble_runtime
 from fetcher.engine import ConnectionDescriptor, ConnectorRegistry
 from fetcher.engine.testing import FakeConnector, FakeDatabase, FakeRegistry
 from fetcher.engine.types import Column, TableSchema, TypeFamily
 from fetcher.manager.app import create_app
-from fetcher.services.ports import MetadataStore
 from fetcher.services.testing import RecordingPublisher
 from fetcher.settings import Settings
 

@@ -111,7 +111,7 @@ async def test_test_dns_failure_under_guard_is_failure(make_harness: HarnessFact
 
 async def test_rate_limit_per_connection_is_429_with_retry_after(h: Harness) -> None:
     clock = Clock()
-    h.runtime.connections.limiter = ConnectionTestLimiter(clock=clock)
+    h.runtime.connections.tester.limiter = ConnectionTestLimiter(clock=clock)
     created = await h.create_ok()
     url = f"{C}/{created['id']}/test"
     for _ in range(10):
@@ -126,7 +126,7 @@ async def test_rate_limit_per_connection_is_429_with_retry_after(h: Harness) -> 
 
 async def test_rate_limit_comes_before_resolution(h: Harness) -> None:
     clock = Clock()
-    h.runtime.connections.limiter = ConnectionTestLimiter(clock=clock)
+    h.runtime.connections.tester.limiter = ConnectionTestLimiter(clock=clock)
     url = f"{C}/{uuid.uuid4()}/test"
     for _ in range(10):
         assert_error(await h.client.post(url), 404, "FET-1001")

@@ -9,7 +9,7 @@ import pytest
 
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.types import EngineType
-from fetcher.services.connections import ConnectionService
+from fetcher.services.connection_editor import ConnectionEditor
 from fetcher.services.credentials import CredentialCipher
 from fetcher.services.internal_datasources import internal_connection_id
 from tests.unit.manager.conftest import Harness, HarnessFactory, pg_body
@@ -455,11 +455,11 @@ async def test_patch_ssrf_is_fet_0414(make_harness: HarnessFactory) -> None:
 
 
 async def _stored_password(h: Harness, name: str) -> str | None:
-    service: ConnectionService = h.runtime.connections
+    editor: ConnectionEditor = h.runtime.connections.editor
     record = await h.store.get_connection_by_name(name, tenant="")
     assert record is not None
     assert record.password_encrypted is not None
-    return service.cipher.decrypt(
+    return editor.cipher.decrypt(
         record.password_encrypted, record.id, record.encryption_key_version
     )
 
@@ -503,8 +503,8 @@ async def test_patch_rekeys_kept_secrets_when_the_key_version_changes(
             "APP_ENC_KEY_PREVIOUS": "1:pLMnE9qqY6cYldlKhnSUXKPsaN/Y9w7DoKPVnQBnJ1w=",
         }
     )
-    service: ConnectionService = h.runtime.connections
-    old = CredentialCipher("1", service.cipher.previous["1"])
+    editor: ConnectionEditor = h.runtime.connections.editor
+    old = CredentialCipher("1", editor.cipher.previous["1"])
     pem = "-----BEGIN PRIVATE KEY-----\nk\n-----END PRIVATE KEY-----\n"
     cert = "-----BEGIN CERTIFICATE-----\nc\n-----END CERTIFICATE-----\n"
     created = await h.create_ok(ssl={"mode": "require", "cert": cert, "key": pem})
@@ -522,7 +522,7 @@ async def test_patch_rekeys_kept_secrets_when_the_key_version_changes(
     assert updated is not None
     assert updated.encryption_key_version == "2"
     assert updated.ssl_key_encrypted is not None
-    assert service.cipher.decrypt(updated.ssl_key_encrypted, record.id, "2") == pem
+    assert editor.cipher.decrypt(updated.ssl_key_encrypted, record.id, "2") == pem
 
 
 async def test_patch_type_to_sqlite_clears_credentials(
@@ -575,9 +575,9 @@ async def test_patch_drops_the_schema_cache_entry(h: Harness) -> None:
     body = {"mappedFields": {"pg_main": {"accounts": ["id"]}}}
     url = f"{C}/validate-schema"
     assert (await h.client.post(url, json=body)).status_code == 200
-    assert len(h.runtime.connections.schema_cache) == 1
+    assert len(h.runtime.connections.schemas.cache) == 1
     await _patch(h, created["id"], {"configName": "pg_renamed"})
-    assert len(h.runtime.connections.schema_cache) == 0
+    assert len(h.runtime.connections.schemas.cache) == 0
 
 
 # --- DELETE (§2.6.6) and assign (§2.6.10) ---------------------------------------------------

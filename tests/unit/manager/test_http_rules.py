@@ -220,7 +220,7 @@ async def test_unhandled_exception_is_500_with_the_exact_message(
     async def boom(connection_id: str) -> dict[str, object]:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(h.runtime.connections, "describe", boom)
+    monkeypatch.setattr(h.runtime.connections.catalog, "describe", boom)
     response = await h.client.get(f"{CONNECTIONS}/{uuid.uuid4()}")
     error = assert_error(response, 500, "FET-0002", "Internal Server Error")
     assert error["message"] == INTERNAL_ERROR_MESSAGE

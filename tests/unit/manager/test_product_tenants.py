@@ -41,7 +41,7 @@ TOKENS = {
 @pytest.fixture
 async def w(tmp_path: Path) -> AsyncIterator[World]:
     world, store = await make_world(tmp_path, TOKENS, {"ledger_ro": INTERNAL})
-    world.runtime.connections.internal_tenants = {"ledger_ro": frozenset({"acme"})}
+    world.runtime.connections.directory.internal_tenants = {"ledger_ro": frozenset({"acme"})}
     try:
         yield world
     finally:
@@ -155,7 +155,9 @@ async def test_internal_datasources_are_visible_only_to_named_tenants(w: World) 
 
 
 async def test_rate_limit_buckets_are_per_tenant(w: World) -> None:
-    w.runtime.connections.limiter = ConnectionTestLimiter(per_connection=10, global_capacity=2)
+    w.runtime.connections.tester.limiter = ConnectionTestLimiter(
+        per_connection=10, global_capacity=2
+    )
     acme_ids = [await create(w, "acme", f"pg_{i}") for i in range(3)]
     globex_id = await create(w, "globex", "pg_0")
     for ident in acme_ids[:2]:
@@ -174,7 +176,7 @@ async def test_schema_cache_entries_are_per_tenant(w: World) -> None:
     for token in ("acme", "globex"):
         response = await w.client.post(f"{C}/validate-schema", json=body, headers=w.auth(token))
         assert response.status_code in (200, 422), response.text
-    cache = w.runtime.connections.schema_cache
+    cache = w.runtime.connections.schemas.cache
     assert len(cache) == 2
     patched = await w.client.patch(
         f"{C}/{globex_id}", json={"metadata": {"x": "y"}}, headers=w.auth("globex")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fetcher.adapters.sql import registry as sql_registry
+from fetcher.adapters.sql import postgres as sql_postgres
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.types import EngineType
@@ -136,7 +136,9 @@ def test_sql_registry_hands_the_pinned_address_to_postgres(
         seen.append({"connection": connection, **kwargs})
         return object()
 
-    monkeypatch.setattr(sql_registry, "PostgresConnector", fake_connector)
+    # The registry imports the PostgreSQL connector when it first builds one (the driver is
+    # an optional extra), so the fake replaces it in its own module.
+    monkeypatch.setattr(sql_postgres, "PostgresConnector", fake_connector)
     registry = SqlConnectorRegistry()
     base = ConnectionDescriptor(config_name="pg", type=EngineType.POSTGRESQL, host="db.example.com")
     registry.connector_for(replace(base, pinned_address=PUBLIC))

@@ -12,7 +12,7 @@ from fetcher.adapters.store.sqlite import SqliteMetadataStore
 from fetcher.bootstrap import Messaging, Runtime, assemble_runtime
 from fetcher.engine.testing import FakeDatabase, FakeRegistry
 from fetcher.services.access import product_not_allowed, require_product, require_unrestricted
-from fetcher.services.connections import ListRequest
+from fetcher.services.connection_catalog import ListRequest
 from fetcher.services.errors import ApiError
 from fetcher.services.principal import ANONYMOUS, Principal, Scope
 from fetcher.services.testing import RecordingPublisher
@@ -68,36 +68,37 @@ def test_access_rules() -> None:
 
 
 async def test_connection_use_cases_with_principals(runtime: Runtime) -> None:
-    service = runtime.connections
-    pay = await service.create(dict(BODY), "payments", principal=ACME)
-    bill = await service.create({**BODY, "configName": "bill"}, "billing", principal=ACME)
+    services = runtime.connections
+    editor, catalog = services.editor, services.catalog
+    pay = await editor.create(dict(BODY), "payments", principal=ACME)
+    bill = await editor.create({**BODY, "configName": "bill"}, "billing", principal=ACME)
     assert (pay.tenant, pay.created_by) == ("acme", "alice")
     with pytest.raises(ApiError) as caught:
-        await service.create({**BODY, "configName": "x"}, "billing", principal=ACME_PAY)
+        await editor.create({**BODY, "configName": "x"}, "billing", principal=ACME_PAY)
     assert caught.value.code == "FET-0012"
-    assert (await service.get(pay.id, ACME_PAY)).id == pay.id
+    assert (await services.directory.get(pay.id, ACME_PAY)).id == pay.id
     for who, ident in ((ACME_PAY, bill.id), (GLOBEX, pay.id), (ANONYMOUS, pay.id)):
         with pytest.raises(ApiError) as caught:
-            await service.describe(ident, who)
+            await catalog.describe(ident, who)
         assert caught.value.code == "FET-1001"
-    page = await service.list_page(ListRequest(), product=None, principal=ACME_PAY)
+    page = await catalog.list_page(ListRequest(), product=None, principal=ACME_PAY)
     items = page["items"]
     assert isinstance(items, list)
     assert [item["id"] for item in items] == [pay.id]
     with pytest.raises(ApiError) as caught:
-        await service.list_page(ListRequest(), product=None, principal=ACME_PAY, unassigned=True)
+        await catalog.list_page(ListRequest(), product=None, principal=ACME_PAY, unassigned=True)
     assert caught.value.code == "FET-0012"
     with pytest.raises(ApiError) as caught:
-        await service.assign(pay.id, "payments", principal=ACME_PAY)
+        await editor.assign(pay.id, "payments", principal=ACME_PAY)
     assert caught.value.code == "FET-0012"
     with pytest.raises(ApiError) as caught:
-        await service.delete(pay.id, principal=GLOBEX)
+        await editor.delete(pay.id, principal=GLOBEX)
     assert caught.value.code == "FET-1001"
-    await service.delete(pay.id, principal=ACME_PAY)
+    await editor.delete(pay.id, principal=ACME_PAY)
 
 
 async def test_job_and_feed_use_cases_with_principals(runtime: Runtime) -> None:
-    await runtime.connections.create(dict(BODY), "payments", principal=ACME)
+    await runtime.connections.editor.create(dict(BODY), "payments", principal=ACME)
     body = {
         "dataRequest": {"mappedFields": {"pg_main": {"accounts": ["id"]}}},
         "metadata": {"source": "payments"},

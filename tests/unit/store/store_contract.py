@@ -15,7 +15,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fetcher.services.ports import ActiveDuplicateError, ConflictError, MetadataStore
+from fetcher.bootstrap import MetadataStore
+from fetcher.services.ports import ActiveDuplicateError, ConflictError
 from fetcher.services.records import (
     ConnectionQuery,
     ConnectionRecord,

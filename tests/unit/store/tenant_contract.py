@@ -14,7 +14,8 @@ from dataclasses import replace
 
 import pytest
 
-from fetcher.services.ports import ActiveDuplicateError, ConflictError, MetadataStore
+from fetcher.bootstrap import MetadataStore
+from fetcher.services.ports import ActiveDuplicateError, ConflictError
 from fetcher.services.records import ConnectionQuery, EventType, JobRecord
 from tests.unit.store.store_contract import MS, T0, complete, connection, event, job
 

@@ -11,7 +11,8 @@ import pytest
 
 from fetcher.adapters.store._common import ts_text
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
-from fetcher.services.ports import MetadataStore, StoreUnavailableError
+from fetcher.bootstrap import MetadataStore
+from fetcher.services.ports import StoreUnavailableError
 from tests.unit.store.store_contract import T0, StoreContract, connection
 from tests.unit.store.tenant_contract import TenantContract
 

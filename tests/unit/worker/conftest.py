@@ -120,7 +120,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         objects=objects,
     )
     assert runtime.worker is not None
-    keys, cipher = settings.keys, runtime.connections.cipher
+    keys, cipher = settings.keys, runtime.connections.editor.cipher
     jobs, extraction = runtime.jobs, runtime.worker.extraction
     relay, reaper = runtime.worker.relay, runtime.worker.reaper
     handler = work_handler(runtime)

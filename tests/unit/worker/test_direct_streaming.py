@@ -148,7 +148,7 @@ def _service(
         name: ConnectionDescriptor(name, EngineType.POSTGRESQL, database="x", internal=True)
         for name in registry.sources
     }
-    world.jobs.connections.internal = internal
+    world.jobs.directory.internal = internal
     service = dataclasses.replace(
         base, engine=engine, objects=recording, internal=internal, **overrides
     )

@@ -135,7 +135,7 @@ async def test_internal_datasources_skip_the_guard(
     ops = FakeDatabase()
     ops.add(ACCOUNTS, [{"id": 7, "email": "o@example.com", "balance": "1.00"}])
     registry.databases["ops"] = ops
-    world.jobs.connections.internal = {"ops": internal}
+    world.jobs.directory.internal = {"ops": internal}
     world.extraction.internal = {"ops": internal}
     job_id = await world.submit({"ops": {"accounts": ["id"]}})
     await world.handler.handle(world.delivery())

@@ -31,6 +31,7 @@ from fetcher.adapters.auth.keys import JWKS_ALGORITHMS, SECRET_ALGORITHM, KeyRin
 from fetcher.adapters.auth.verifier import TokenVerifier, UnknownKey
 from fetcher.services.errors import ApiError
 from fetcher.services.principal import Principal
+from fetcher.services.runtime_ports import HeaderCarrier, RequestHeaders
 
 __all__ = [
     "UNAUTHORIZED_MESSAGE",
@@ -47,11 +48,7 @@ _CHALLENGE = 'Bearer realm="fetcher"'
 _UNAVAILABLE = "The service is temporarily unavailable. Please try again later."
 
 
-class _Headers(Protocol):
-    def get(self, key: str, default: None = None) -> str | None: ...
-
-
-def authorization_values(headers: _Headers) -> list[str]:
+def authorization_values(headers: RequestHeaders) -> list[str]:
     """Every ``Authorization`` header of a request, in order (a Starlette ``getlist`` or an
     httpx ``get_list``; an object with neither is read through ``get``: one value at most)."""
     many = getattr(headers, "getlist", None) or getattr(headers, "get_list", None)
@@ -59,11 +56,6 @@ def authorization_values(headers: _Headers) -> list[str]:
         return [str(value) for value in many("authorization")]
     value = headers.get("authorization")
     return [] if value is None else [value]
-
-
-class _Request(Protocol):
-    @property
-    def headers(self) -> _Headers: ...
 
 
 class KeySource(Protocol):
@@ -117,7 +109,7 @@ class BearerAuthenticator:
         self._tenant_claim = tenant_claim
         self._verified = VerifiedTokens()
 
-    async def authenticate(self, request: _Request) -> Principal:
+    async def authenticate(self, request: HeaderCarrier) -> Principal:
         values = authorization_values(request.headers)
         if len(values) > 1:
             log.info("authentication failed: %d Authorization headers", len(values))

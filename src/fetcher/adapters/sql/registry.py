@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from fetcher.adapters.encoder_process import BatchEncoder
-from fetcher.adapters.sql.postgres import PostgresConnector
 from fetcher.adapters.sql.sqlite import SqliteConnector
 from fetcher.engine import ConnectionDescriptor, Connector, EngineError, ErrorCategory
 from fetcher.engine.kit import EngineType
@@ -18,8 +17,9 @@ class SqlConnectorRegistry:
 
     ``sqlite_allowed_dir`` confines stored ``SQLITE`` connections (§2.5.1); internal ones are
     operator-configured and not confined, but ``forbidden_paths`` (the metadata store file)
-    is always refused. The other engines' modules are imported lazily, so a build without one
-    driver's extra still serves the rest.
+    is always refused. Every driver-backed engine's module is imported lazily (PostgreSQL
+    included), so a build without one driver's extra still serves the rest: embedded mode on
+    SQLite runs without the ``postgres`` extra.
     A descriptor's ``pinned_address`` (the SSRF pre-dial's vetted IP, §2.9.1) is handed to the
     connector so that the driver dials it instead of resolving the host again. ``encoder``
     (the host's :class:`~fetcher.adapters.encoder_process.BatchEncoder`, if it runs one) is
@@ -41,6 +41,8 @@ class SqlConnectorRegistry:
 
     def connector_for(self, connection: ConnectionDescriptor) -> Connector:
         if connection.type is EngineType.POSTGRESQL:
+            from fetcher.adapters.sql.postgres import PostgresConnector
+
             return PostgresConnector(
                 connection,
                 batch_size=self._batch_size,

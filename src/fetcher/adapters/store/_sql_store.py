@@ -1,7 +1,7 @@
 """The metadata store's methods, written once over a dialect and a driver.
 
-:class:`SqlMetadataStore` implements every method of the
-:class:`~fetcher.services.ports.MetadataStore` port from the shared statements
+:class:`SqlMetadataStore` implements every store role of :mod:`fetcher.services.ports` (all
+of them together are :class:`fetcher.bootstrap.MetadataStore`) from the shared statements
 (:mod:`._statements`) and row mapping (:mod:`._common`). A backend subclass supplies its
 :class:`~._dialect.Dialect`, its lifecycle, and two driver hooks: :meth:`_transact` runs a
 :data:`~._program.Program` in a transaction (SQLite: sync ``sqlite3`` on a worker thread;
@@ -93,7 +93,7 @@ class _ClaimedBatch:
 
 
 class SqlMetadataStore(ABC):
-    """The :class:`~fetcher.services.ports.MetadataStore` on a SQL backend."""
+    """Every metadata-store role (:class:`fetcher.bootstrap.MetadataStore`) on a SQL backend."""
 
     dialect: ClassVar[Dialect]
 

@@ -32,7 +32,7 @@ from fetcher.manager.openapi import (
 )
 from fetcher.manager.responses import json_response
 from fetcher.services.access import require_product, require_unrestricted
-from fetcher.services.connections import connection_response
+from fetcher.services.connection_records import connection_response
 from fetcher.services.responses import (
     ConnectionPage,
     ConnectionResponse,
@@ -70,7 +70,7 @@ async def create_connection(
     product = product_header(request, required=True) or ""
     require_product(principal, product)  # §12.4: after the §2.4 checks, before the body
     body = await read_json_object(request)
-    record = await runtime.connections.create(body, product, principal=principal)
+    record = await runtime.connections.editor.create(body, product, principal=principal)
     return json_response(connection_response(record), 201)
 
 
@@ -91,7 +91,7 @@ async def list_connections(
     query = parse_list_request(
         request.query_params, max_limit=runtime.settings.max_pagination_limit
     )
-    page = await runtime.connections.list_page(query, product=product, principal=principal)
+    page = await runtime.connections.catalog.list_page(query, product=product, principal=principal)
     return json_response(page)
 
 
@@ -110,7 +110,7 @@ async def list_unassigned(
     query = parse_list_request(
         request.query_params, max_limit=runtime.settings.max_pagination_limit
     )
-    page = await runtime.connections.list_page(
+    page = await runtime.connections.catalog.list_page(
         query, product=None, principal=principal, unassigned=True
     )
     return json_response(page)
@@ -130,7 +130,9 @@ async def validate_schema(
 ) -> Response:
     """§2.6.9: 200, or 422 FET-1060 with the sorted ``errors``."""
     body = await read_json_object(request)
-    return json_response(await runtime.connections.validate_schema(body, principal=principal))
+    return json_response(
+        await runtime.connections.schemas.validate_schema(body, principal=principal)
+    )
 
 
 @router.get(
@@ -144,7 +146,7 @@ async def get_connection(
 ) -> Response:
     """§2.6.4: an internal datasource or a non-deleted stored connection."""
     connection_id = parse_connection_id(request.path_params["id"], static_first=True)
-    return json_response(await runtime.connections.describe(connection_id, principal))
+    return json_response(await runtime.connections.catalog.describe(connection_id, principal))
 
 
 @router.patch(
@@ -162,7 +164,9 @@ async def update_connection(
     """§2.6.5: path ID, body, then the service's checks in order."""
     connection_id = parse_connection_id(request.path_params["id"], static_first=True)
     body = await read_json_object(request)
-    return json_response(await runtime.connections.update(connection_id, body, principal=principal))
+    return json_response(
+        await runtime.connections.editor.update(connection_id, body, principal=principal)
+    )
 
 
 @router.delete(
@@ -177,7 +181,7 @@ async def delete_connection(
 ) -> Response:
     """§2.6.6: 204 with an empty body."""
     connection_id = parse_connection_id(request.path_params["id"], static_first=True)
-    await runtime.connections.delete(connection_id, principal=principal)
+    await runtime.connections.editor.delete(connection_id, principal=principal)
     return Response(status_code=204)
 
 
@@ -192,7 +196,7 @@ async def test_connection(
 ) -> Response:
     """§2.6.7: rate-limited live test; any body is ignored."""
     connection_id = parse_connection_id(request.path_params["id"])
-    return json_response(await runtime.connections.test(connection_id, principal=principal))
+    return json_response(await runtime.connections.tester.test(connection_id, principal=principal))
 
 
 @router.get(
@@ -208,7 +212,7 @@ async def connection_schema(
     connection_id = parse_connection_id(request.path_params["id"])
     schemas = request.query_params.get("schemas")
     return json_response(
-        await runtime.connections.schema(connection_id, schemas, principal=principal)
+        await runtime.connections.schemas.schema(connection_id, schemas, principal=principal)
     )
 
 
@@ -228,5 +232,7 @@ async def assign_connection(
     require_unrestricted(principal)  # §12.4: right after the scope check
     product = product_header(request, required=True)
     connection_id = parse_connection_id(request.path_params["id"])
-    assigned = await runtime.connections.assign(connection_id, product or "", principal=principal)
+    assigned = await runtime.connections.editor.assign(
+        connection_id, product or "", principal=principal
+    )
     return json_response(assigned)
