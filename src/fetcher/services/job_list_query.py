@@ -213,17 +213,15 @@ def _window(
     start: tuple[datetime, bool] | None, end: tuple[datetime, bool] | None
 ) -> tuple[datetime | None, datetime | None] | _Problem:
     """``[from, before)``: a ``createdTo`` date runs to the next midnight, an instant to the
-    next millisecond (stored times have millisecond precision)."""
-    if start is not None and end is not None and end[0] < start[0]:
-        return _Problem("createdTo", "FET-0409", "createdTo must not be before createdFrom")
+    next millisecond (stored times have millisecond precision). An empty window is
+    ``FET-0409``, as ``endDate`` < ``startDate`` is on the connection list."""
     before = None
     if end is not None:
         moment, whole_day = end
-        before = (
-            moment + timedelta(days=1)
-            if whole_day
-            else truncate_ms(moment) + timedelta(milliseconds=1)
-        )
+        step = timedelta(days=1) if whole_day else timedelta(milliseconds=1)
+        before = (moment if whole_day else truncate_ms(moment)) + step
+    if start is not None and before is not None and before <= start[0]:
+        return _Problem("createdTo", "FET-0409", "createdTo must not be before createdFrom")
     return (start[0] if start else None, before)
 
 
