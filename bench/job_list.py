@@ -14,9 +14,9 @@ with uvicorn on a loopback port and times, over HTTP, ``FETCHER_BENCH_REQUESTS``
 * ``deep page, unfiltered``: the page after the 50,000th job.
 
 It also times ``GET /health`` the same way: the floor of one HTTP round trip on this machine
-at that moment. It prints p50/p99 per case (target: p99 < 50 ms) and writes JSON under ``bench/results/``.
-Run: ``.venv/bin/python bench/job_list.py``. Everything binds 127.0.0.1; the scratch database
-is dropped at the end.
+at that moment. It prints p50/p99 per case (target: p99 < 50 ms) and writes JSON under
+``bench/results/``. Run: ``.venv/bin/python bench/job_list.py``. Everything binds
+127.0.0.1; the scratch database is dropped at the end.
 """
 
 from __future__ import annotations
