@@ -13,7 +13,7 @@ from fetcher.manager.deps import (
     read_json_object,
     request_id,
 )
-from fetcher.manager.job_list_doc import JOB_LIST_DESCRIPTION, job_list_parameters
+from fetcher.manager.job_list_doc import JOB_LIST_DESCRIPTION
 from fetcher.manager.openapi import JOB_ID, error_responses, json_request_body
 from fetcher.manager.responses import json_response
 from fetcher.services.access import require_product
@@ -71,8 +71,7 @@ async def get_job(request: Request, runtime: RuntimeDep, principal: JobsRead) ->
     summary="List and search jobs",
     description=JOB_LIST_DESCRIPTION,
     responses={200: {"model": JobPage, "description": "A page"}, **error_responses(400)},
-    openapi_extra={"parameters": job_list_parameters(100)},
-)
+)  # its parameters: fetcher.manager.job_list_doc.add_job_list_parameters
 async def list_jobs(request: Request, runtime: RuntimeDep, principal: JobsRead) -> Response:
     """Issue 21, in the connection list's order (§2.6.2, §12.4): the header, the restricted
     token's product, then every query parameter at once, then the cursor's signature."""
