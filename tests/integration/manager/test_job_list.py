@@ -326,6 +326,9 @@ async def test_every_bad_parameter_is_named_at_once(lister: Lister) -> None:
         "The pagination limit exceeds the maximum allowed of 100"
     )
     assert body["message"] == body["fields"]["zeta"]
+    long_name = "x" * 300
+    body = assert_error(await lister.get("admin", None, **{long_name: "1"}), 400, "FET-0405")
+    assert list(body["fields"]) == ["x" * 99 + "…"]
 
 
 # --- cursors -------------------------------------------------------------------------------

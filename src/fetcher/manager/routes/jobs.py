@@ -17,7 +17,6 @@ from fetcher.manager.job_list_doc import JOB_LIST_DESCRIPTION
 from fetcher.manager.openapi import JOB_ID, error_responses, json_request_body
 from fetcher.manager.responses import json_response
 from fetcher.services.access import require_product
-from fetcher.services.errors import ApiError
 from fetcher.services.job_list import JobPage
 from fetcher.services.job_list_query import parse_job_list
 from fetcher.services.responses import JobAccepted, JobResponse
@@ -81,7 +80,7 @@ async def list_jobs(request: Request, runtime: RuntimeDep, principal: JobsRead) 
     query = parse_job_list(
         request.query_params.multi_items(), max_limit=runtime.settings.max_pagination_limit
     )
-    if runtime.job_list is None:  # a store without search queries (a test fake)
-        raise ApiError("FET-0002", "job search is not available on this store")
+    if runtime.job_list is None:  # a store without search queries (a test fake): 500 FET-0002
+        raise RuntimeError("job search is not available on this store")
     page = await runtime.job_list.list_page(query, product=product, principal=principal)
     return json_response(page)
