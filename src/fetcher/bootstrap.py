@@ -40,6 +40,8 @@ from fetcher.services.credentials import CredentialCipher
 from fetcher.services.events import EventContext
 from fetcher.services.extraction import ExtractionService
 from fetcher.services.feed import EventFeed
+from fetcher.services.job_cursor import CursorCodec, cursor_key
+from fetcher.services.job_list import JobListService
 from fetcher.services.jobs import JobService
 from fetcher.services.metrics import Metrics
 from fetcher.services.name_collisions import log_name_collisions
@@ -47,6 +49,7 @@ from fetcher.services.outbox import OutboxRelay
 from fetcher.services.ports import (
     ConnectionStore,
     FeedStore,
+    JobSearch,
     JobStore,
     Outbox,
     StoreLifecycle,
@@ -82,7 +85,9 @@ __all__ = [
 ReadinessCheck = Callable[[], Awaitable[None]]
 
 
-class MetadataStore(StoreLifecycle, ConnectionStore, JobStore, FeedStore, Outbox, Protocol):
+class MetadataStore(
+    StoreLifecycle, ConnectionStore, JobStore, JobSearch, FeedStore, Outbox, Protocol
+):
     """Every role of the metadata store (``fetcher.services.ports``) at once: what the
     composition root opens and hands out role by role. Only the root and the hosts' startup
     (migrations, the embedded lock, recovery) need all of them; services name their roles."""
@@ -111,6 +116,8 @@ class Runtime:
     #: The §2.12 event feed over ``store``; a committed terminal transition calls
     #: ``feed.notify()``, waking long-polls at once.
     feed: EventFeed
+    #: ``GET /v1/fetcher`` (issue 21) over the store's job search.
+    job_list: JobListService
     internal: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     worker: WorkerParts | None = None
@@ -188,8 +195,7 @@ def assemble_runtime(
     objects: ObjectStore | None = None,
     lifecycle: Lifecycle | None = None,
 ) -> Runtime:
-    """Wire the services over already-open ports. :func:`build_runtime` calls it with real
-    adapters; tests call it with fakes, so both run the same composition."""
+    """Wire the services over open ports: real adapters (:func:`build_runtime`) or fakes."""
     metrics = Metrics()
     internal = dict(settings.internal_datasources)
     cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
@@ -231,6 +237,7 @@ def assemble_runtime(
         registry=registry,
         connections=connections,
         jobs=jobs,
+        job_list=_job_list_service(settings, store, connections.directory),
         metrics=metrics,
         readiness=_readiness(settings, store, messaging, worker, authenticator),
         feed=feed,
@@ -333,6 +340,15 @@ def _job_service(
         max_limits=max_limits,
         metrics=metrics,
     )
+
+
+def _job_list_service(
+    settings: Settings, store: MetadataStore, directory: ConnectionDirectory
+) -> JobListService:
+    """The job list over the store's search queries (``adapters/store/job_search.py``), its
+    cursors signed with a key derived from the internal HMAC key (no setting of its own)."""
+    codec = CursorCodec(cursor_key(settings.keys.internal_hmac))
+    return JobListService(search=store, directory=directory, cursors=codec)
 
 
 def _work_queue(settings: Settings) -> str:

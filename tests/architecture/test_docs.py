@@ -254,7 +254,8 @@ def _invocations(page: Path) -> Iterator[tuple[str, str]]:
             words = match.group(1).split()
             command = " ".join(words) if " ".join(words) in _commands() else words[0]
             rest = (" ".join(words[1:]) + " " if command == words[0] else "") + match.group(2)
-            yield command, rest
+            # The command ends at a shell pipe or list operator: `| cut -c1-120` is cut's.
+            yield command, re.split(r"\s(?:\||&&|;)\s", rest)[0]
 
 
 @pytest.mark.parametrize("page", ALL_DOCS, ids=_name)

@@ -23,7 +23,7 @@ from tests.unit.store.tenant_contract import TenantContract
 
 pytestmark = pytest.mark.integration
 
-TABLES = "outbox, job_datasources, jobs, connections"
+TABLES = "outbox, job_datasources, job_connections, jobs, connections"
 
 
 @pytest.fixture

@@ -34,7 +34,8 @@ from fetcher.adapters.store._program import (
     run_all,
     single,
 )
-from fetcher.services.ports import StoreError
+from fetcher.adapters.store.job_search import search_statement
+from fetcher.services.ports import JobSearchQuery, StoreError
 from fetcher.services.records import (
     ConnectionQuery,
     ConnectionRecord,
@@ -277,6 +278,10 @@ class SqlMetadataStore(ABC):
 
     async def jobs_with_status(self, status: JobStatus) -> list[JobRecord]:
         return self._jobs(await self._rows(q.jobs_with_status(status)))
+
+    async def search_jobs(self, query: JobSearchQuery) -> list[JobRecord]:
+        """``GET /v1/fetcher``'s page (:class:`~fetcher.services.ports.JobSearch`)."""
+        return self._jobs(await self._rows(search_statement(query, self.dialect)))
 
     # -- outbox and feed -----------------------------------------------------------------------
 
