@@ -1,0 +1,208 @@
+"""The web console at ``/console`` (issue 21), tested as a person would use it.
+
+A running embedded process (one real ``fetcher run``, SQLite store, a SQLite sample datasource
+in ``SQLITE_ALLOWED_DIR``) is opened in headless Chromium driven over WebDriver, with every
+connection other than to 127.0.0.1 failing (tests/e2e/browser.py). The person finds the
+completed job in the job list, filters to ``failed`` and reads a failed job's error, opens the
+jobs' pages, opens the connection and presses **Test** until the rate limit answers, browses
+its schema and reads the event feed. Afterwards the page must have requested nothing but the
+Manager itself (Chromium's own performance log and the page's resource timing).
+
+XSS: ``configName`` only allows ``[A-Za-z0-9_-]``, so the hostile name travels where the API
+accepts any text: the connection's ``userName`` and ``metadata``, a job's ``metadata`` and a
+requested field name, which the Worker's failure text repeats (§4.5). Each must show as its
+literal characters, with no ``<img>`` element, no alert and no CSP report. With the console's
+one text primitive (``dom.js`` ``text()``) switched to ``innerHTML``, this test fails.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest_asyncio
+
+from fetcher.cli.demo_data import build_sample_database
+from tests.e2e.browser import WebDriver, web_driver
+from tests.e2e.conftest import E2E
+from tests.e2e.harness import PRODUCT, FetcherProcess, ManagerApi, embedded_fetcher, unique
+
+pytestmark = E2E
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+CONNECTIONS = "/v1/management/connections"
+#: §2.6.7: the per-connection bucket's capacity.
+TEST_BUCKET = 10
+
+
+@dataclass
+class Scene:
+    process: FetcherProcess
+    connection: dict[str, Any]
+    completed: dict[str, Any]
+    failed: dict[str, Any]
+
+    def url(self, fragment: str = "") -> str:
+        return f"{self.process.base_url}/console{fragment}"
+
+
+async def _connection(api: ManagerApi, database: Path) -> dict[str, Any]:
+    response = await api.http.post(
+        f"{api.base_url}{CONNECTIONS}",
+        json={
+            "configName": unique("ledger").replace("-", "_"),
+            "type": "SQLITE",
+            "databaseName": str(database),
+            "metadata": {"label": HOSTILE, "owner": "<b>ops</b>"},
+        },
+        headers={"X-Product-Name": PRODUCT},
+    )
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+@pytest_asyncio.fixture
+async def scene(tmp_path: Path) -> AsyncIterator[Scene]:
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    database = samples / "ledger.db"
+    build_sample_database(database)
+    async with (
+        embedded_fetcher(tmp_path, SQLITE_ALLOWED_DIR=str(samples)) as process,
+        httpx.AsyncClient(timeout=30.0) as http,
+    ):
+        api = ManagerApi(http, process.base_url)
+        connection = await _connection(api, database)
+        name = connection["configName"]
+        ok = await api.submit({name: {"ledger": ["id", "amount"]}})
+        bad = await api.submit(
+            {name: {"ledger": ["id", HOSTILE]}},
+            metadata={"source": PRODUCT, "correlationId": HOSTILE},
+        )
+        completed = await api.wait_terminal(ok)
+        failed = await api.wait_terminal(bad)
+        assert completed["status"] == "completed", completed
+        assert failed["status"] == "failed", failed
+        assert HOSTILE in failed["metadata"]["error"], failed
+        yield Scene(process, connection, completed, failed)
+
+
+async def _row_ids(driver: WebDriver) -> list[str]:
+    ids: list[str] = await driver.script(
+        "return [...document.querySelectorAll('#job-list tbody tr td:nth-child(2)')]"
+        ".map(td => td.textContent)"
+    )
+    return ids
+
+
+async def _assert_inert(driver: WebDriver) -> None:
+    """Nothing hostile became markup or ran: no <img>, no alert, no CSP report, no error."""
+    assert await driver.alert_text() is None
+    images = await driver.script("return document.querySelectorAll('img, b').length")
+    assert images == 0
+    # An API answer of 4xx is logged by the browser as a "network" entry: that one is expected
+    # (the 429 of the Test button); a CSP report or a script error is not.
+    logged = await driver.log("browser")
+    problems = [e["message"] for e in logged if e["level"] != "INFO" and e["source"] != "network"]
+    assert problems == [], problems
+
+
+async def _jobs(driver: WebDriver, scene: Scene) -> None:
+    await driver.open(scene.url("#/jobs"))
+    await driver.wait_for("#job-list td", text=scene.completed["id"])
+    assert scene.failed["id"] in await _row_ids(driver)
+    # Filter to failed, as a person does: tick the box and apply.
+    await driver.click(await driver.wait_for("input[name=status][value=failed]"))
+    await driver.click(await driver.wait_for("#apply-filters"))
+    error = scene.failed["metadata"]["error"]
+    await driver.wait_for("#job-list td .error-text", text=error[:60])
+    assert await _row_ids(driver) == [scene.failed["id"]]
+    assert "status=failed" in await driver.script("return location.hash")
+    await _assert_inert(driver)
+    # The failed job's page: the whole redacted failure text, as text.
+    await driver.click(await driver.wait_for("#job-list a", text=scene.failed["id"]))
+    shown = await driver.text(await driver.wait_for("#job-error"))
+    assert shown == error
+    await driver.wait_for("#job-events td", text="job.failed")
+    page = await driver.text(await driver.wait_for("#job-page"))
+    assert HOSTILE in page  # the correlationId in the request's metadata
+    await _assert_inert(driver)
+
+
+async def _job_page(driver: WebDriver, scene: Scene) -> None:
+    job = scene.completed
+    await driver.open(scene.url(f"#/jobs/{job['id']}"))
+    path = await driver.text(await driver.wait_for("#result-path"))
+    assert path == job["resultPath"]
+    page = await driver.text(await driver.wait_for("#job-page", text=job["resultHmac"]))
+    assert job["requestHash"] in page
+    await driver.wait_for("#job-events td", text="job.completed")
+
+
+async def _connection_page(driver: WebDriver, scene: Scene) -> None:
+    connection = scene.connection
+    await driver.open(scene.url("#/connections"))
+    await driver.click(await driver.wait_for("#connection-list a", text=connection["configName"]))
+    page = await driver.text(await driver.wait_for("#connection-page", text="Test"))
+    assert HOSTILE in page
+    assert "<b>ops</b>" in page
+    button = await driver.wait_for("#test-connection")
+    await driver.click(button)
+    await driver.wait_for("#test-result", text="success: Connection successful")
+    for _ in range(TEST_BUCKET):  # the bucket held 10: the 11th press is refused
+        await driver.click(button)
+        await driver.wait_for("#test-connection")
+        result = await driver.text(await driver.wait_for("#test-result p"))
+        if result.startswith("429"):
+            break
+        await driver.wait_for("#test-result", text="success")
+    assert result.startswith("429 Too Many Requests: Connection test limit reached"), result
+    assert "Retry-After" in result
+    await driver.click(await driver.wait_for("#load-schema"))
+    await driver.wait_for("#schema summary", text="ledger")
+    await _assert_inert(driver)
+
+
+async def _events(driver: WebDriver, scene: Scene) -> None:
+    await driver.open(scene.url("#/events"))
+    await driver.wait_for("#event-list td", text=scene.completed["id"])
+    cells = await driver.script(
+        "return [...document.querySelectorAll('#event-list tbody tr')]"
+        ".map(tr => [Number(tr.cells[0].textContent), tr.cells[2].textContent])"
+    )
+    assert {job for _, job in cells} == {scene.completed["id"], scene.failed["id"]}
+    cursors = [cursor for cursor, _ in cells]
+    assert cursors == sorted(cursors, reverse=True)  # newest first
+    await driver.open(scene.url("#/events?type=failed"))
+    await driver.wait_for("#event-list td", text=scene.failed["id"])
+    assert scene.completed["id"] not in await driver.text(await driver.wait_for("#event-list"))
+
+
+async def _only_the_manager(driver: WebDriver, base_url: str) -> None:
+    """Every request the browser made, by its own log and by the page's timing, went to the
+    Manager."""
+    requested = []
+    for entry in await driver.log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            requested.append(message["params"]["request"]["url"])
+    resources = await driver.script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+    )
+    assert requested, "the performance log recorded no request"
+    elsewhere = [u for u in [*requested, *resources] if not u.startswith(f"{base_url}/")]
+    assert elsewhere == []
+
+
+async def test_a_person_uses_the_console(scene: Scene, tmp_path: Path) -> None:
+    async with web_driver(tmp_path / "profile") as driver:
+        await _job_page(driver, scene)
+        await _connection_page(driver, scene)
+        await _events(driver, scene)
+        await _jobs(driver, scene)
+        await _only_the_manager(driver, scene.process.base_url)
