@@ -29,6 +29,8 @@ from fetcher.services.credentials import CredentialCipher
 from fetcher.services.events import EventContext
 from fetcher.services.extraction import ExtractionService
 from fetcher.services.feed import EventFeed
+from fetcher.services.job_cursor import CursorCodec, cursor_key
+from fetcher.services.job_list import JobListService
 from fetcher.services.jobs import JobService
 from fetcher.services.metrics import Metrics
 from fetcher.services.name_collisions import log_name_collisions
@@ -76,6 +78,8 @@ class Runtime:
     internal: Mapping[str, ConnectionDescriptor] = field(default_factory=dict)
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     worker: WorkerParts | None = None
+    #: ``GET /v1/fetcher`` (issue 21); ``None`` over a store without job search (test fakes).
+    job_list: JobListService | None = None
     #: The §2.12 event feed over ``store``; the relay calls ``feed.notify()`` after it assigns
     #: ``feed_seq`` values, waking long-polls at once.
     feed: EventFeed = field(init=False)
@@ -194,6 +198,7 @@ def assemble_runtime(
         registry=registry,
         connections=connections,
         jobs=jobs,
+        job_list=_job_list_service(settings, store, connections),
         metrics=metrics,
         readiness=readiness,
         internal=internal,
@@ -247,6 +252,16 @@ def _job_service(
         max_limits=max_limits,
         metrics=metrics,
     )
+
+
+def _job_list_service(
+    settings: Settings, store: MetadataStore, connections: ConnectionService
+) -> JobListService | None:
+    """The job list over the store's own search queries (``adapters/store/job_search.py``)."""
+    if not isinstance(store, PostgresMetadataStore | SqliteMetadataStore):
+        return None
+    codec = CursorCodec(cursor_key(settings.keys.internal_hmac))
+    return JobListService(search=store.job_search(), connections=connections, cursors=codec)
 
 
 def _wake_on_commit(worker: WorkerParts, feed: EventFeed) -> None:

@@ -1,4 +1,5 @@
-"""The ``fetcher`` command (contract §1.5): run | demo | derive-key | generate-master-key."""
+"""The ``fetcher`` command (contract §1.5): run | demo | derive-key | generate-master-key, and
+the client commands (events, result, jobs)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ commands:
   dev-token             print an HS256 bearer token signed with AUTH_JWT_SECRET (--sub, --scope)
   events tail           follow job events: verify, deduplicate, print (--json, --feed URL)
   result get <id|key>   download, verify and decrypt a result (-o FILE)
+  jobs list             list and search jobs (--status failed --since 1h; --json)
 """
 
 
@@ -51,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one dispatch 
         from fetcher.cli.events import events_command
 
         return events_command(rest, dict(os.environ))
+    if command == "jobs":
+        from fetcher.cli.jobs import jobs_command
+
+        return jobs_command(rest, dict(os.environ))
     if command == "result":
         from fetcher.cli.result import result_command
 

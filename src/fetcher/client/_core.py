@@ -113,6 +113,14 @@ ROUTES: dict[str, Route] = {
         "POST", "/v1/fetcher", (), "JobRequest", ("JobAccepted",), (200, 202), JOBS_WRITE
     ),
     "get_job": Route("GET", "/v1/fetcher/{id}", ("id",), None, ("JobResponse",), scope=JOBS_READ),
+    "list_jobs": Route(
+        "GET",
+        "/v1/fetcher",
+        ("X-Product-Name", "status", "connectionId", "createdFrom", "createdTo", "limit", "cursor"),
+        None,
+        ("JobPage",),
+        scope=JOBS_READ,
+    ),
     "events": Route(
         "GET",
         "/v1/events",

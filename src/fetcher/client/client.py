@@ -27,6 +27,7 @@ import httpx
 
 from fetcher.client import _core
 from fetcher.client._core import Backoff, Call, Route, Submission
+from fetcher.client.jobs import AsyncJobs, Jobs, job_query
 from fetcher.client.types import (
     ConnectionCreate,
     ConnectionPage,
@@ -35,6 +36,7 @@ from fetcher.client.types import (
     FeedItem,
     FeedPage,
     HealthBody,
+    JobPage,
     JobResponse,
     MappedFields,
     ReadyzBody,
@@ -200,6 +202,20 @@ class FetcherClient(_Base):
     def get_job(self, job_id: str) -> JobResponse:
         return cast(JobResponse, self._do("get_job", path_id=job_id))
 
+    def list_jobs(self, *, product: str | None = None, **filters: Any) -> JobPage:
+        """One page of ``GET /v1/fetcher``; filters as :func:`fetcher.client.jobs.job_query`.
+        :attr:`jobs` iterates over every page."""
+        return self._job_page(job_query(**filters), product)
+
+    def _job_page(self, query: dict[str, object | None], product: str | None) -> JobPage:
+        headers = {"X-Product-Name": product}
+        return cast(JobPage, self._do("list_jobs", query=query, headers=headers))
+
+    @property
+    def jobs(self) -> Jobs:
+        """``client.jobs.list(status="failed")``: every matching job, following the cursor."""
+        return Jobs(self._job_page)
+
     def wait(
         self, job_id: str, *, timeout: float = 300.0, poll_interval: float = 0.25
     ) -> JobResponse:
@@ -353,6 +369,19 @@ class AsyncFetcherClient(_Base):
 
     async def get_job(self, job_id: str) -> JobResponse:
         return cast(JobResponse, await self._do("get_job", path_id=job_id))
+
+    async def list_jobs(self, *, product: str | None = None, **filters: Any) -> JobPage:
+        """One page of ``GET /v1/fetcher``; :attr:`jobs` iterates over every page."""
+        return await self._job_page(job_query(**filters), product)
+
+    async def _job_page(self, query: dict[str, object | None], product: str | None) -> JobPage:
+        headers = {"X-Product-Name": product}
+        return cast(JobPage, await self._do("list_jobs", query=query, headers=headers))
+
+    @property
+    def jobs(self) -> AsyncJobs:
+        """``async for job in client.jobs.list(status="failed")``."""
+        return AsyncJobs(self._job_page)
 
     async def wait(
         self,

@@ -16,6 +16,8 @@ __all__ = [
     "FeedPage",
     "HealthBody",
     "JobAccepted",
+    "JobListItem",
+    "JobPage",
     "JobRequest",
     "JobResponse",
     "JobStatus",
@@ -172,6 +174,30 @@ class JobResponse(TypedDict):
     createdBy: NotRequired[str]
 
 
+class JobListItem(TypedDict):
+    """A job in ``GET /v1/fetcher``: the :class:`JobResponse` shape, except that a
+    ``mappedFields``/``filters`` document over 4 KiB is left out and named in ``truncated``."""
+
+    id: str
+    status: JobStatus
+    requestHash: str
+    createdAt: str
+    mappedFields: NotRequired[MappedFields]
+    metadata: NotRequired[dict[str, Any]]
+    filters: NotRequired[dict[str, Any]]
+    limits: NotRequired[dict[str, int]]
+    resultPath: NotRequired[str]
+    resultHmac: NotRequired[str]
+    completedAt: NotRequired[str]
+    createdBy: NotRequired[str]
+    truncated: NotRequired[list[str]]
+
+
+class JobPage(TypedDict):
+    items: list[JobListItem]
+    nextCursor: str | None
+
+
 class FeedItem(TypedDict):
     cursor: str
     routingKey: str
@@ -221,6 +247,8 @@ SCHEMAS: dict[str, type] = {
         FeedPage,
         HealthBody,
         JobAccepted,
+        JobListItem,
+        JobPage,
         JobRequest,
         JobResponse,
         ReadyCheck,

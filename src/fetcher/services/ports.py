@@ -311,3 +311,48 @@ class MetadataStore(Protocol):
     async def count_unsent(self) -> int:
         """How many outbox rows have no ``sent_at``."""
         ...
+
+
+# -- job search (GET /v1/fetcher, issue 21) ----------------------------------------------------
+# Appended as one self-contained section (its own import) so that it merges cleanly with the
+# restructuring of the rest of this file.
+
+from dataclasses import dataclass  # noqa: E402
+
+
+@dataclass(frozen=True, slots=True)
+class JobSearchQuery:
+    """One page of a tenant's jobs, newest first: keyset pagination on ``(created_at, id)``
+    descending, so page 10,000 costs what page 1 does.
+
+    Every filter is ANDed; ``None`` (or empty ``statuses``) means "no such filter".
+    ``products`` is the set the caller may see (the ``X-Product-Name`` header and a restricted
+    token's products, intersected by the service); an empty set matches nothing.
+    ``connection_id`` matches a job that resolved a stored connection to that ID
+    (``connection_ids``); ``datasource`` matches a job that names that datasource without a
+    stored connection for it (an internal datasource, §9.4). ``after`` is the last row of the
+    previous page: only rows strictly before it in the order are returned.
+    """
+
+    tenant: str
+    limit: int
+    statuses: frozenset[JobStatus] = frozenset()
+    products: frozenset[str] | None = None
+    connection_id: str | None = None
+    datasource: str | None = None
+    created_from: datetime | None = None
+    created_before: datetime | None = None
+    after: tuple[datetime, str] | None = None
+
+
+class JobSearch(Protocol):
+    """The job list queries (``fetcher.adapters.store.job_search``), over the same store.
+
+    Separate from :class:`MetadataStore` so that the list can grow without touching every
+    store method. Errors as :class:`MetadataStore` (:class:`StoreUnavailableError`).
+    """
+
+    async def search_jobs(self, query: JobSearchQuery) -> list[JobRecord]:
+        """Up to ``query.limit`` of the tenant's matching jobs, by ``created_at`` then ``id``,
+        both descending. An index serves every filter combination's order."""
+        ...

@@ -34,6 +34,7 @@ ROUTES: list[tuple[str, str, Scope, dict[str, Any]]] = [
     ("POST", f"{C}/{ID}/assign", Scope.CONNECTIONS_WRITE, {"headers": {"X-Product-Name": "p"}}),
     ("POST", "/v1/fetcher", Scope.JOBS_WRITE, {"json": {}}),
     ("GET", f"/v1/fetcher/{ID}", Scope.JOBS_READ, {}),
+    ("GET", "/v1/fetcher", Scope.JOBS_READ, {}),
     ("GET", "/v1/events", Scope.EVENTS_READ, {}),
 ]
 NON_ADMIN = [s for s in Scope if s is not Scope.ADMIN]

@@ -50,14 +50,14 @@ async def test_trailing_slash_never_matches_nor_redirects(h: Harness, path: str)
     ("method", "path", "allow"),
     [
         ("PUT", CONNECTIONS, "GET, POST"),
-        ("DELETE", "/v1/fetcher", "POST"),
+        ("DELETE", "/v1/fetcher", "GET, POST"),
         ("POST", f"{CONNECTIONS}/unassigned", "GET"),
         ("PATCH", f"{CONNECTIONS}/unassigned", "GET"),
         ("GET", f"{CONNECTIONS}/validate-schema", "POST"),
         ("DELETE", f"{CONNECTIONS}/validate-schema", "POST"),
         ("PUT", f"{CONNECTIONS}/{uuid.uuid4()}", "DELETE, GET, PATCH"),
         ("GET", f"{CONNECTIONS}/{uuid.uuid4()}/test", "POST"),
-        ("OPTIONS", "/v1/fetcher", "POST"),
+        ("OPTIONS", "/v1/fetcher", "GET, POST"),
         ("POST", "/health", "GET"),
     ],
 )

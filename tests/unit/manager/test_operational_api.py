@@ -120,7 +120,7 @@ async def test_openapi_document(h: Harness) -> None:
         "/v1/management/connections/{id}/test": {"post"},
         "/v1/management/connections/{id}/schema": {"get"},
         "/v1/management/connections/{id}/assign": {"post"},
-        "/v1/fetcher": {"post"},
+        "/v1/fetcher": {"get", "post"},
         "/v1/fetcher/{id}": {"get"},
         "/v1/events": {"get"},
         "/health": {"get"},

@@ -28,6 +28,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from fetcher.adapters.store import _common as c
+from fetcher.adapters.store.job_search import PostgresJobSearch
 from fetcher.services.ports import (
     ActiveDuplicateError,
     ConflictError,
@@ -664,3 +665,7 @@ class PostgresMetadataStore:
     async def count_unsent(self) -> int:
         row = await self._fetchone("SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL")
         return 0 if row is None else int(row["n"])
+
+    def job_search(self) -> PostgresJobSearch:
+        """The job list queries (``job_search``) over this store's pool and its recovery."""
+        return PostgresJobSearch(self._fetchall)

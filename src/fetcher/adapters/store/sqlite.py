@@ -29,6 +29,7 @@ from typing import Any, Self, TypeVar
 
 from fetcher.adapters.objectstore.local import create_private_file, make_private_dirs
 from fetcher.adapters.store import _common as c
+from fetcher.adapters.store.job_search import SqliteJobSearch
 from fetcher.services.ports import (
     ActiveDuplicateError,
     ConflictError,
@@ -496,3 +497,7 @@ class SqliteMetadataStore:
         sql = "SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL"
         row = await self._run(lambda conn: conn.execute(sql).fetchone())
         return int(row["n"])
+
+    def job_search(self) -> SqliteJobSearch:
+        """The job list queries (``job_search``) over this store's connection and its lock."""
+        return SqliteJobSearch(self._run)

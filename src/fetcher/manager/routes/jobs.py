@@ -1,4 +1,4 @@
-"""Job routes (contract §2.8): create (202 new, 200 duplicate) and get."""
+"""Job routes (contract §2.8): create (202 new, 200 duplicate), get, and list (issue 21)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,20 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from fetcher.manager.auth import JobsRead, JobsWrite
-from fetcher.manager.deps import RuntimeDep, parse_job_id, read_json_object, request_id
+from fetcher.manager.deps import (
+    RuntimeDep,
+    parse_job_id,
+    product_header,
+    read_json_object,
+    request_id,
+)
+from fetcher.manager.job_list_doc import JOB_LIST_DESCRIPTION, job_list_parameters
 from fetcher.manager.openapi import JOB_ID, error_responses, json_request_body
 from fetcher.manager.responses import json_response
+from fetcher.services.access import require_product
+from fetcher.services.errors import ApiError
+from fetcher.services.job_list import JobPage
+from fetcher.services.job_list_query import parse_job_list
 from fetcher.services.responses import JobAccepted, JobResponse
 
 __all__ = ["router"]
@@ -53,3 +64,25 @@ async def get_job(request: Request, runtime: RuntimeDep, principal: JobsRead) ->
     (§12.5) or, for a product-restricted token, another product's (§12.4)."""
     job_id = parse_job_id(request.path_params["id"])
     return json_response(await runtime.jobs.get(job_id, principal=principal))
+
+
+@router.get(
+    "",
+    summary="List and search jobs",
+    description=JOB_LIST_DESCRIPTION,
+    responses={200: {"model": JobPage, "description": "A page"}, **error_responses(400)},
+    openapi_extra={"parameters": job_list_parameters(100)},
+)
+async def list_jobs(request: Request, runtime: RuntimeDep, principal: JobsRead) -> Response:
+    """Issue 21, in the connection list's order (§2.6.2, §12.4): the header, the restricted
+    token's product, then every query parameter at once, then the cursor's signature."""
+    product = product_header(request, required=False)
+    if product is not None:
+        require_product(principal, product)  # §12.4
+    query = parse_job_list(
+        request.query_params.multi_items(), max_limit=runtime.settings.max_pagination_limit
+    )
+    if runtime.job_list is None:  # a store without search queries (a test fake)
+        raise ApiError("FET-0002", "job search is not available on this store")
+    page = await runtime.job_list.list_page(query, product=product, principal=principal)
+    return json_response(page)

@@ -1,0 +1,132 @@
+"""List and search jobs (``GET /v1/fetcher``, issue 21).
+
+A page of the caller's tenant's jobs (§12.5), newest first, filtered by status, connection,
+creation window and product; a product-restricted token sees only its products' jobs (§12.4),
+and ``X-Product-Name`` narrows to one product (the route has already checked it is allowed).
+
+Items are the ``GET /v1/fetcher/{id}`` shape (§4.6), except that a ``mappedFields`` or
+``filters`` document whose stored JSON text is over :data:`MAX_LISTED_DOCUMENT` bytes (UTF-8) is
+left out, and ``truncated`` names the members left out (the full job is one
+``GET /v1/fetcher/{id}`` away). A cut JSON text would not parse, so the list never cuts inside
+a document. ``nextCursor`` is ``null`` on the last page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from fetcher.services.connections import ConnectionService
+from fetcher.services.internal_datasources import internal_connection_id
+from fetcher.services.job_cursor import CursorCodec
+from fetcher.services.job_list_query import JobListRequest
+from fetcher.services.jobs import job_response
+from fetcher.services.ports import JobSearch, JobSearchQuery
+from fetcher.services.principal import Principal
+from fetcher.services.records import JobRecord
+from fetcher.services.responses import JobResponse
+
+__all__ = ["MAX_LISTED_DOCUMENT", "JobListItem", "JobListService", "JobPage", "job_list_item"]
+
+#: A listed job's ``mappedFields``/``filters`` document over this many bytes is left out.
+MAX_LISTED_DOCUMENT = 4096
+
+
+def job_list_item(job: JobRecord) -> dict[str, object]:
+    """The §4.6 JobResponse of ``job`` with its large documents left out and named."""
+    item = job_response(job)
+    documents = (("mappedFields", job.mapped_fields_json), ("filters", job.filters_json))
+    cut = [
+        member
+        for member, text in documents
+        if text is not None and len(text.encode("utf-8")) > MAX_LISTED_DOCUMENT
+    ]
+    for member in cut:
+        item.pop(member, None)
+    if cut:
+        item["truncated"] = cut
+    return item
+
+
+@dataclass
+class JobListService:
+    search: JobSearch
+    connections: ConnectionService
+    cursors: CursorCodec = field(repr=False)
+
+    async def list_page(
+        self, request: JobListRequest, *, product: str | None, principal: Principal
+    ) -> dict[str, object]:
+        """``{"items": [...], "nextCursor": str | None}``. ``product`` is the validated
+        ``X-Product-Name`` (``None`` when absent)."""
+        tenant = principal.tenant
+        after = None
+        if request.cursor is not None:
+            after = self.cursors.decode(
+                request.cursor, tenant=tenant, request=request, product=product
+            )
+        rows = await self.search.search_jobs(self._query(request, product, principal, after))
+        page = rows[: request.limit]
+        next_cursor = None
+        if len(rows) > request.limit:
+            position = (page[-1].created_at, page[-1].id)
+            next_cursor = self.cursors.encode(
+                position, tenant=tenant, request=request, product=product
+            )
+        return {"items": [job_list_item(job) for job in page], "nextCursor": next_cursor}
+
+    def _query(
+        self,
+        request: JobListRequest,
+        product: str | None,
+        principal: Principal,
+        after: tuple[datetime, str] | None,
+    ) -> JobSearchQuery:
+        products = principal.products
+        if product is not None:
+            products = frozenset({product})
+        connection_id, datasource = request.connection_id, None
+        if connection_id is not None:
+            datasource = self._internal_name(connection_id, principal.tenant)
+            connection_id = None if datasource is not None else connection_id
+        return JobSearchQuery(
+            tenant=principal.tenant,
+            limit=request.limit + 1,  # one more tells whether a next page exists
+            statuses=request.statuses,
+            products=products,
+            connection_id=connection_id,
+            datasource=datasource,
+            created_from=request.created_from,
+            created_before=request.created_before,
+            after=after,
+        )
+
+    def _internal_name(self, connection_id: str, tenant: str) -> str | None:
+        """The internal datasource (§9.4) the tenant sees under ``connection_id``, if any."""
+        for name, descriptor in self.connections.internal_for(tenant).items():
+            if (descriptor.connection_id or internal_connection_id(name)) == connection_id:
+                return name
+        return None
+
+
+# --- the response, as /openapi.json publishes it ------------------------------------------
+
+
+class JobListItem(JobResponse):
+    """A §4.6 JobResponse in a list: ``mappedFields``/``filters`` may be left out, and then
+    ``truncated`` names them."""
+
+    mappedFields: dict[str, dict[str, list[str]]] | None = None  # type: ignore[assignment]
+    truncated: list[Literal["mappedFields", "filters"]] | None = None
+
+
+class JobPage(BaseModel):
+    """One page, newest first; ``nextCursor`` is ``null`` on the last page."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[JobListItem]
+    nextCursor: str | None
