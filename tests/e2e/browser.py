@@ -115,6 +115,9 @@ class WebDriver:
     async def open(self, url: str) -> None:
         await self.command("POST", "/url", {"url": url})
 
+    async def reload(self) -> None:
+        await self.command("POST", "/refresh", {})
+
     async def script(self, source: str, *args: Any) -> Any:
         """Run ``source`` (a function body; ``arguments`` holds ``args``) in the page."""
         return await self.command("POST", "/execute/sync", {"script": source, "args": list(args)})

@@ -20,7 +20,9 @@ function preview(text) {
 
 function datasources(job) {
   const mapped = job.mappedFields;
-  return mapped && typeof mapped === "object" ? Object.keys(mapped).join(", ") : "";
+  if (mapped && typeof mapped === "object") return Object.keys(mapped).join(", ");
+  // The list leaves out a request over 4 KiB and names it in `truncated`; the job page has it.
+  return Array.isArray(job.truncated) && job.truncated.includes("mappedFields") ? "(on the job page)" : "";
 }
 
 function jobRow(job) {
@@ -143,7 +145,7 @@ export async function jobsView(root, params, life) {
   }
 }
 
-function request_(job) {
+function submitted(job) {
   const body = { mappedFields: job.mappedFields };
   if (job.filters) body.filters = job.filters;
   if (job.limits) body.limits = job.limits;
@@ -189,12 +191,12 @@ export async function jobView(root, id, life) {
       body,
       jobFacts(job),
       error ? h("section", {}, h("h2", {}, "Failure"), h("pre", { class: "error-text", id: "job-error" }, error)) : null,
-      h("section", {}, h("h2", {}, "Request"), jsonBlock(request_(job))),
-      h("section", {}, h("h2", {}, "Metadata"), jsonBlock(job.metadata || {})),
       h("section", { id: "job-events" }, h("h2", {}, "Events"),
         events.length
           ? table(["Cursor", "Type", "Written", "Published", "Data"], eventRows(events))
           : h("p", { class: "muted" }, running(job) ? "The job is still running." : "No event in the feed.")),
+      h("section", {}, h("h2", {}, "Request"), jsonBlock(submitted(job))),
+      h("section", {}, h("h2", {}, "Metadata"), jsonBlock(job.metadata || {})),
     );
     return running(job);
   }
