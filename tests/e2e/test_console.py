@@ -5,8 +5,10 @@ in ``SQLITE_ALLOWED_DIR``) is opened in headless Chromium driven over WebDriver,
 connection other than to 127.0.0.1 failing (tests/e2e/browser.py). The person finds the
 completed job in the job list, filters to ``failed`` and reads a failed job's error, opens the
 jobs' pages, opens the connection and presses **Test** until the rate limit answers, browses
-its schema and reads the event feed. Afterwards the page must have requested nothing but the
-Manager itself (Chromium's own performance log and the page's resource timing).
+its schema and reads the event feed; then a job that runs for seconds turns ``failed`` on the
+open list without a reload (the list refreshes itself while a job runs). Afterwards the page
+must have requested nothing but the Manager itself (Chromium's own performance log and the
+page's resource timing).
 
 XSS: ``configName`` only allows ``[A-Za-z0-9_-]``, so the hostile name travels where the API
 accepts any text: the connection's ``userName`` and ``metadata``, a job's ``metadata`` and a
@@ -17,7 +19,9 @@ one text primitive (``dom.js`` ``text()``) switched to ``innerHTML``, this test 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +46,14 @@ pytestmark = E2E
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 CONNECTIONS = "/v1/management/connections"
+#: A view whose one row needs hours (tests/e2e/test_sqlite_timeouts.py): a job over it runs
+#: until its deadline, long enough to be seen running, then fails.
+SLOW_VIEW = """
+CREATE VIEW slow AS
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000000000)
+SELECT count(*) AS n FROM c
+"""
+SLOW_JOB_SECONDS = 8
 #: The URL schemes that reach a host over the network.
 NETWORK_SCHEMES = {"http", "https", "ws", "wss", "ftp"}
 #: §2.6.7: the per-connection bucket's capacity.
@@ -81,6 +93,9 @@ async def scene(tmp_path: Path) -> AsyncIterator[Scene]:
     samples.mkdir()
     database = samples / "ledger.db"
     build_sample_database(database)
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        db.execute(SLOW_VIEW)
+        db.commit()
     async with (
         embedded_fetcher(tmp_path, SQLITE_ALLOWED_DIR=str(samples)) as process,
         httpx.AsyncClient(timeout=30.0) as http,
@@ -209,6 +224,37 @@ async def _events(driver: WebDriver, scene: Scene) -> None:
     assert scene.completed["id"] not in await driver.text(await driver.wait_for("#event-list"))
 
 
+async def _statuses(driver: WebDriver) -> dict[str, str]:
+    rows: dict[str, str] = await driver.script(
+        "return Object.fromEntries([...document.querySelectorAll('#job-list tbody tr')]"
+        ".map(tr => [tr.cells[1].textContent, tr.cells[0].textContent]))"
+    )
+    return rows
+
+
+async def _live(driver: WebDriver, scene: Scene) -> None:
+    """A running job turns ``failed`` on the open list, with no reload."""
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        api = ManagerApi(http, scene.process.base_url)
+        slow = await api.submit(
+            {scene.connection["configName"]: {"slow": ["*"]}},
+            limits={"timeoutSeconds": SLOW_JOB_SECONDS},
+        )
+    await driver.open(scene.url("#/jobs"))
+    await driver.wait_for("#job-list td", text=slow)
+    assert (await _statuses(driver))[slow] in ("pending", "processing")
+    await driver.script("window.consoleTestMark = 'same page'")
+
+    async def ended() -> str | None:
+        status = (await _statuses(driver))[slow]
+        return status if status in ("completed", "failed") else None
+
+    assert await eventually(ended, "the list to show the job's end", within=60) == "failed"
+    assert await driver.script("return window.consoleTestMark") == "same page"
+    error = await driver.text(await driver.wait_for("#job-list td .error-text", text="deadline"))
+    assert error == "execution exceeded its deadline"
+
+
 async def _only_the_manager(driver: WebDriver, base_url: str) -> None:
     """Every request the browser made, by its own log and by the page's timing, went to the
     Manager."""
@@ -233,4 +279,5 @@ async def test_a_person_uses_the_console(scene: Scene, tmp_path: Path) -> None:
         await _job_page(driver, scene)
         await _connection_page(driver, scene)
         await _events(driver, scene)
+        await _live(driver, scene)
         await _only_the_manager(driver, scene.process.base_url)
