@@ -42,7 +42,7 @@ from fetcher.adapters.auth import BearerAuthenticator, build_authenticator
 from fetcher.bootstrap import Runtime
 from fetcher.manager.auth import route_scope
 from fetcher.manager.errors import internal_error
-from fetcher.manager.job_list_doc import fit_job_list_limit
+from fetcher.manager.job_list_doc import add_job_list_parameters
 from fetcher.manager.json_body import UNPARSABLE
 from fetcher.manager.middleware import FetcherMiddleware
 from fetcher.manager.openapi import declare_security, list_parameters, request_components
@@ -100,7 +100,7 @@ class FetcherAPI(FastAPI):
                 fitted.get(p["name"], p) if p["in"] == "query" else p
                 for p in operation["parameters"]
             ]
-        fit_job_list_limit(schema, settings.max_pagination_limit)
+        add_job_list_parameters(schema, settings.max_pagination_limit)
         if settings.auth.enabled:
             declare_security(schema, self._guarded_operations())
         self.openapi_schema = schema

@@ -3,8 +3,8 @@
 
 Each schema accepts exactly the texts :func:`fetcher.services.job_list_query.parse_job_list`
 accepts, one parameter at a time (the ``createdTo`` ≥ ``createdFrom`` rule and a cursor's
-signature are beyond a JSON Schema). ``create_app`` fits ``limit`` to ``MAX_PAGINATION_LIMIT``
-with :func:`fit_job_list_limit`.
+signature are beyond a JSON Schema). ``FetcherAPI.openapi`` adds them with
+:func:`add_job_list_parameters`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,12 @@ from fetcher.services.job_list_query import (
 )
 from fetcher.services.shapes import UUID_PATTERN
 
-__all__ = ["JOB_LIST_DESCRIPTION", "JOB_LIST_PATH", "fit_job_list_limit", "job_list_parameters"]
+__all__ = [
+    "JOB_LIST_DESCRIPTION",
+    "JOB_LIST_PATH",
+    "add_job_list_parameters",
+    "job_list_parameters",
+]
 
 JOB_LIST_PATH = "/v1/fetcher"
 JOB_LIST_DESCRIPTION = (
@@ -77,8 +82,12 @@ def job_list_parameters(max_limit: int) -> list[dict[str, Any]]:
     ]
 
 
-def fit_job_list_limit(document: dict[str, Any], max_limit: int) -> None:
-    """Publish ``limit`` with the configured ``MAX_PAGINATION_LIMIT`` (in place)."""
-    fitted = {p["name"]: p for p in job_list_parameters(max_limit)}
-    operation = document["paths"][JOB_LIST_PATH]["get"]
-    operation["parameters"] = [fitted.get(p["name"], p) for p in operation["parameters"]]
+def add_job_list_parameters(document: dict[str, Any], max_limit: int) -> None:
+    """Publish the parameters, ``limit`` with the configured ``MAX_PAGINATION_LIMIT``, on the
+    generated document (in place).
+
+    They are added after FastAPI built the document rather than declared on the route: an
+    operation with parameters makes FastAPI keep its path item as a plain dict, which would
+    change the key order of ``POST /v1/fetcher``'s document that shares the path.
+    """
+    document["paths"][JOB_LIST_PATH]["get"]["parameters"] = job_list_parameters(max_limit)

@@ -21,6 +21,7 @@ includes that millisecond).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ __all__ = [
 JOB_STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
 DEFAULT_JOB_PAGE = 20
 MAX_CURSOR_LENGTH = 256
+#: An unknown parameter's name is echoed in the error cut to this many characters.
+MAX_ECHOED_NAME = 100
 #: The parameters, in check order.
 JOB_LIST_PARAMETERS = ("status", "connectionId", "createdFrom", "createdTo", "limit", "cursor")
 
@@ -93,6 +96,7 @@ class _Bad(Exception):
         self.message = message
 
 
+@functools.cache
 def job_list_limit(max_limit: int) -> shapes.QueryParam[int]:
     """``limit``: the connection list's rule (FET-0405, FET-0406) with a default of 20."""
     return shapes._query_int(  # the connection list's own integer rule, with another default
@@ -157,13 +161,15 @@ def _cursor(raw: str) -> str:
 
 
 def _unknown(items: Iterable[tuple[str, str]]) -> list[_Problem]:
+    """Unknown names (echoed cut to :data:`MAX_ECHOED_NAME` characters) and repeated ones."""
     seen: dict[str, int] = {}
     for name, _ in items:
         seen[name] = seen.get(name, 0) + 1
     problems = []
     for name, count in seen.items():
         if name not in JOB_LIST_PARAMETERS:
-            problems.append(_Problem(name, "FET-0405", f"{name} is not a parameter of this list"))
+            shown = name if len(name) <= MAX_ECHOED_NAME else name[: MAX_ECHOED_NAME - 1] + "…"
+            problems.append(_Problem(shown, "FET-0405", f"{shown} is not a parameter of this list"))
         elif count > 1:
             problems.append(_Problem(name, "FET-0405", f"{name} must be given once"))
     return problems

@@ -287,6 +287,11 @@ async def test_large_documents_are_left_out_and_named(lister: Lister) -> None:
         ({"createdTo": "2026-03-01T10:00:00"}, "FET-0408", "createdTo"),
         ({"createdTo": "yesterday"}, "FET-0408", "createdTo"),
         ({"createdFrom": "2026-03-02", "createdTo": "2026-03-01"}, "FET-0409", "createdTo"),
+        (
+            {"createdFrom": "2026-03-01T10:00:00Z", "createdTo": "2026-03-01T09:59:59.999Z"},
+            "FET-0409",
+            "createdTo",
+        ),
         ({"limit": "0"}, "FET-0405", "limit"),
         ({"limit": "+5"}, "FET-0405", "limit"),
         ({"limit": "101"}, "FET-0406", "limit"),
@@ -321,6 +326,9 @@ async def test_every_bad_parameter_is_named_at_once(lister: Lister) -> None:
         "The pagination limit exceeds the maximum allowed of 100"
     )
     assert body["message"] == body["fields"]["zeta"]
+    long_name = "x" * 300
+    body = assert_error(await lister.get("admin", None, **{long_name: "1"}), 400, "FET-0405")
+    assert list(body["fields"]) == ["x" * 99 + "…"]
 
 
 # --- cursors -------------------------------------------------------------------------------

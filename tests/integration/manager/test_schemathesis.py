@@ -23,6 +23,8 @@ Schema cannot express. Those exceptions, each scoped to the operations it concer
   - ``POST …/validate-schema``: when none of the datasources resolve → ``400 FET-1062`` (§2.6.9).
   - ``GET /v1/management/connections`` and ``…/unassigned``: cross-parameter rules
     (``page × limit`` > 2^31 → FET-0405, ``endDate`` < ``startDate`` → FET-0409, §2.6.2).
+  - ``GET /v1/fetcher``: a ``cursor`` is valid only as the list issued it (an HMAC over the
+    tenant and filters, issue 21), and ``createdTo`` before ``createdFrom`` → FET-0409.
   - ``GET /readyz/tenant/{id}``: always ``400 FET-1080`` in single-tenant mode (§2.10).
 * ``not_a_server_error`` on ``GET …/{id}/schema`` also expects ``502``: a datasource that cannot
   be reached or discovered is ``502 FET-1041``/``FET-1042`` by contract (§2.6.8), and the stateful
@@ -82,6 +84,7 @@ include-name = [
     "POST /v1/fetcher",
     "GET /v1/management/connections",
     "GET /v1/management/connections/unassigned",
+    "GET /v1/fetcher",
     "GET /readyz/tenant/{id}",
 ]
 checks.positive_data_acceptance.enabled = false

@@ -13,11 +13,10 @@ from fetcher.manager.deps import (
     read_json_object,
     request_id,
 )
-from fetcher.manager.job_list_doc import JOB_LIST_DESCRIPTION, job_list_parameters
+from fetcher.manager.job_list_doc import JOB_LIST_DESCRIPTION
 from fetcher.manager.openapi import JOB_ID, error_responses, json_request_body
 from fetcher.manager.responses import json_response
 from fetcher.services.access import require_product
-from fetcher.services.errors import ApiError
 from fetcher.services.job_list import JobPage
 from fetcher.services.job_list_query import parse_job_list
 from fetcher.services.responses import JobAccepted, JobResponse
@@ -71,8 +70,7 @@ async def get_job(request: Request, runtime: RuntimeDep, principal: JobsRead) ->
     summary="List and search jobs",
     description=JOB_LIST_DESCRIPTION,
     responses={200: {"model": JobPage, "description": "A page"}, **error_responses(400)},
-    openapi_extra={"parameters": job_list_parameters(100)},
-)
+)  # its parameters: fetcher.manager.job_list_doc.add_job_list_parameters
 async def list_jobs(request: Request, runtime: RuntimeDep, principal: JobsRead) -> Response:
     """Issue 21, in the connection list's order (§2.6.2, §12.4): the header, the restricted
     token's product, then every query parameter at once, then the cursor's signature."""
@@ -82,7 +80,7 @@ async def list_jobs(request: Request, runtime: RuntimeDep, principal: JobsRead) 
     query = parse_job_list(
         request.query_params.multi_items(), max_limit=runtime.settings.max_pagination_limit
     )
-    if runtime.job_list is None:  # a store without search queries (a test fake)
-        raise ApiError("FET-0002", "job search is not available on this store")
+    if runtime.job_list is None:  # a store without search queries (a test fake): 500 FET-0002
+        raise RuntimeError("job search is not available on this store")
     page = await runtime.job_list.list_page(query, product=product, principal=principal)
     return json_response(page)
