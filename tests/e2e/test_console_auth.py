@@ -4,6 +4,8 @@ Chromium over WebDriver against a running embedded process.
 * Without a token the page asks for one and calls no business route; a token that is not
   valid shows ``401 Unauthorized``, one without the route's scope ``403 Forbidden`` with the
   API's message.
+* A token that may read jobs but not events sees a job's page with a 403 in place of its
+  events.
 * Tokens stay in the page's memory: nothing in localStorage, sessionStorage or a cookie, and
   after a reload the page asks again.
 * The tenant picker: with a token of ``acme`` and one of ``globex``, each tenant sees its own
@@ -86,6 +88,33 @@ async def _connection_names(driver: WebDriver) -> list[str]:
     return names
 
 
+async def _job_without_events_scope(
+    driver: WebDriver, http: httpx.AsyncClient, base_url: str, connection: str
+) -> None:
+    """A token that may read jobs but not events: the job page shows the job, and the
+    events section the 403 with the scope it lacks."""
+    body = {
+        "dataRequest": {"mappedFields": {connection: {"accounts": ["*"]}}},
+        "metadata": {"source": PRODUCT, "correlationId": unique("console")},
+    }
+    headers = {"Authorization": f"Bearer {token('acme')}"}
+    created = await http.post(f"{base_url}/v1/fetcher", json=body, headers=headers)
+    assert created.status_code == 202, created.text
+    job_id = created.json()["jobId"]
+
+    async def ended() -> bool | None:
+        job = (await http.get(f"{base_url}/v1/fetcher/{job_id}", headers=headers)).json()
+        return job["status"] == "completed" or None
+
+    await eventually(ended, "the acme job to complete")
+    await _use_token(driver, token("acme", scope="fetcher:jobs:read"))
+    await driver.open(f"{base_url}/console#/jobs/{job_id}")
+    await driver.wait_for("#job-page", text=job_id)
+    await driver.wait_for(
+        "#job-events .failure", text="403 Forbidden: token lacks scope fetcher:events:read"
+    )
+
+
 async def test_tokens_stay_in_memory_and_tenants_see_their_own(tmp_path: Path) -> None:
     folder = tmp_path / "samples"
     folder.mkdir()
@@ -126,6 +155,8 @@ async def test_tokens_stay_in_memory_and_tenants_see_their_own(tmp_path: Path) -
 
         await eventually(acme_only, "acme's connections after picking acme")
         await _nothing_stored(driver)
+        await _forget(driver)
+        await _job_without_events_scope(driver, http, process.base_url, acme)
         await driver.reload()
         await driver.wait_for("#view", text="Enter a bearer token")
         await _nothing_stored(driver)

@@ -177,6 +177,19 @@ function jobFacts(job) {
   ]);
 }
 
+/** The job's events as a table, or why there is none (a token may read jobs but not events). */
+async function jobEvents(job) {
+  if (running(job)) return h("p", { class: "muted" }, "The job is still running.");
+  try {
+    const events = await eventsOfJob(job);
+    return events.length
+      ? table(["Cursor", "Type", "Written", "Published", "Data"], eventRows(events))
+      : h("p", { class: "muted" }, "No event in the feed.");
+  } catch (error) {
+    return failureBox(error);
+  }
+}
+
 /** `#/jobs/<id>`: the job, its request and its events; live until it ends. */
 export async function jobView(root, id, life) {
   const body = h("div", { id: "job-page" });
@@ -184,17 +197,14 @@ export async function jobView(root, id, life) {
 
   async function load() {
     const job = await request(`/v1/fetcher/${encodeURIComponent(id)}`);
-    const events = running(job) ? [] : await eventsOfJob(job);
+    const events = await jobEvents(job);
     if (!life.alive()) return false;
     const error = errorOf(job);
     replace(
       body,
       jobFacts(job),
       error ? h("section", {}, h("h2", {}, "Failure"), h("pre", { class: "error-text", id: "job-error" }, error)) : null,
-      h("section", { id: "job-events" }, h("h2", {}, "Events"),
-        events.length
-          ? table(["Cursor", "Type", "Written", "Published", "Data"], eventRows(events))
-          : h("p", { class: "muted" }, running(job) ? "The job is still running." : "No event in the feed.")),
+      h("section", { id: "job-events" }, h("h2", {}, "Events"), events),
       h("section", {}, h("h2", {}, "Request"), jsonBlock(submitted(job))),
       h("section", {}, h("h2", {}, "Metadata"), jsonBlock(job.metadata || {})),
     );
