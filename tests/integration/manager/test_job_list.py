@@ -416,7 +416,7 @@ async def test_two_tenants_see_only_their_own_jobs(lister: Lister) -> None:
 
 async def test_sqlite_pages_read_an_index_range(tmp_path: Path) -> None:
     """The planner serves a status page (first and deep) from the status index, without a
-    sort; the same holds for the plain and product indexes."""
+    sort; the same holds for the plain, product and connection indexes."""
     store = SqliteMetadataStore(tmp_path / "plan.db")
     await store.open()
     await store.migrate()
@@ -427,6 +427,9 @@ async def test_sqlite_pages_read_an_index_range(tmp_path: Path) -> None:
             tenant="", limit=21, statuses=frozenset({"failed"}), after=deep
         ),
         "jobs_tenant_listing": JobSearchQuery(tenant="", limit=21, after=deep),
+        "job_connections_listing": JobSearchQuery(
+            tenant="", limit=21, connection_id=CONN_A, statuses=frozenset({"failed"}), after=deep
+        ),
         "jobs_tenant_product_listing": JobSearchQuery(
             tenant="", limit=21, products=frozenset({"p"})
         ),

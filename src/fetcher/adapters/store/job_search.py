@@ -2,8 +2,9 @@
 
 One WHERE clause for both dialects, built from :class:`~fetcher.services.ports.JobSearchQuery`:
 the tenant (§12.5), statuses, products (§12.4 and ``X-Product-Name``), a stored connection
-(``job_connections``, filled by a trigger of migration 0003 from ``connection_ids_json``), an
-internal datasource (``job_datasources``), a creation window, and the keyset position
+(``job_connections``, filled by a trigger of migration 0003 from ``connection_ids_json``, and
+then the page's source), an internal datasource (``job_datasources``), a creation window, and
+the keyset position
 ``(created_at, id) < (:after_at, :after_id)`` written as a row value, which both PostgreSQL and
 SQLite turn into a range of one of the ``(tenant_id, [status | product,] created_at, id)``
 indexes of migration 0003, scanned backward. A page thus reads about ``limit`` index entries
@@ -47,14 +48,16 @@ _POSTGRES = _Dialect(
     param=lambda name: f"%({name})s",
     ts=c.utc_ms,
     never="false",
-    no_stored_entry=lambda ds: f"(connection_ids_json::json ->> {ds}) IS NULL",
+    no_stored_entry=lambda ds: f"(j.connection_ids_json::json ->> {ds}) IS NULL",
 )
 _SQLITE = _Dialect(
     param=lambda name: f":{name}",
     ts=c.ts_text,
     never="0 = 1",
     # configName characters ([A-Za-z0-9_-]) need no escaping inside a quoted JSON path.
-    no_stored_entry=lambda ds: f"json_extract(connection_ids_json, '$.\"' || {ds} || '\"') IS NULL",
+    no_stored_entry=lambda ds: (
+        f"json_extract(j.connection_ids_json, '$.\"' || {ds} || '\"') IS NULL"
+    ),
 )
 
 
@@ -66,37 +69,57 @@ def _in(column: str, values: Sequence[str], prefix: str, d: _Dialect) -> tuple[s
     return clause, {f"{prefix}{i}": value for i, value in enumerate(values)}
 
 
-def _where(query: JobSearchQuery, d: _Dialect) -> tuple[str, dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """Where a page's rows and order come from: ``jobs``, or, for one stored connection, its
+    ``job_connections`` rows (which copy the job's tenant and creation time, so that their
+    ``(connection_id, tenant_id, created_at, job_id)`` index yields the page in order)."""
+
+    tables: str
+    tenant: str
+    created: str
+    id: str
+
+
+_JOBS = _Source("jobs j", "j.tenant_id", "j.created_at", "j.id")
+_BY_CONNECTION = _Source(
+    "job_connections jc JOIN jobs j ON j.id = jc.job_id",
+    "jc.tenant_id",
+    "jc.created_at",
+    "jc.job_id",
+)
+_COLUMNS = ", ".join(f"j.{name.strip()}" for name in c.JOB_COLUMNS.split(","))
+
+
+def _where(query: JobSearchQuery, d: _Dialect, src: _Source) -> tuple[str, dict[str, Any]]:
     p = d.param
-    clauses = [f"tenant_id = {p('tenant')}"]
+    clauses = [f"{src.tenant} = {p('tenant')}"]
     params: dict[str, Any] = {"tenant": query.tenant}
+    if query.connection_id is not None:
+        clauses.append(f"jc.connection_id = {p('cid')}")
+        params["cid"] = query.connection_id
     if query.statuses:
-        clause, values = _in("status", sorted(query.statuses), "s", d)
+        clause, values = _in("j.status", sorted(query.statuses), "s", d)
         clauses.append(clause)
         params.update(values)
     if query.products is not None:
-        clause, values = _in("product", sorted(query.products), "p", d)
+        clause, values = _in("j.product", sorted(query.products), "p", d)
         clauses.append(clause)
         params.update(values)
-    if query.connection_id is not None:
-        clauses.append(
-            f"id IN (SELECT job_id FROM job_connections WHERE connection_id = {p('cid')})"
-        )
-        params["cid"] = query.connection_id
     if query.datasource is not None:
         clauses.append(
-            f"id IN (SELECT job_id FROM job_datasources WHERE config_name = {p('ds')})"
+            f"j.id IN (SELECT job_id FROM job_datasources WHERE config_name = {p('ds')})"
             f" AND {d.no_stored_entry(p('ds'))}"
         )
         params["ds"] = query.datasource
     if query.created_from is not None:
-        clauses.append(f"created_at >= {p('created_from')}")
+        clauses.append(f"{src.created} >= {p('created_from')}")
         params["created_from"] = d.ts(query.created_from)
     if query.created_before is not None:
-        clauses.append(f"created_at < {p('created_before')}")
+        clauses.append(f"{src.created} < {p('created_before')}")
         params["created_before"] = d.ts(query.created_before)
     if query.after is not None:
-        clauses.append(f"(created_at, id) < ({p('after_at')}, {p('after_id')})")
+        clauses.append(f"({src.created}, {src.id}) < ({p('after_at')}, {p('after_id')})")
         params["after_at"], params["after_id"] = d.ts(query.after[0]), query.after[1]
     return " AND ".join(clauses), params
 
@@ -105,11 +128,12 @@ def search_sql(query: JobSearchQuery, dialect: str) -> tuple[str, dict[str, Any]
     """The statement and parameters of one page on ``dialect`` (``postgres`` or ``sqlite``);
     public so that a test can ask either planner which index serves it."""
     d = _POSTGRES if dialect == "postgres" else _SQLITE
-    where, params = _where(query, d)
+    src = _JOBS if query.connection_id is None else _BY_CONNECTION
+    where, params = _where(query, d, src)
     params["limit"] = query.limit
     sql = (
-        f"SELECT {c.JOB_COLUMNS} FROM jobs WHERE {where}"
-        f" ORDER BY created_at DESC, id DESC LIMIT {d.param('limit')}"
+        f"SELECT {_COLUMNS} FROM {src.tables} WHERE {where}"
+        f" ORDER BY {src.created} DESC, {src.id} DESC LIMIT {d.param('limit')}"
     )
     return sql, params
 
