@@ -54,6 +54,9 @@ WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000
 SELECT count(*) AS n FROM c
 """
 SLOW_JOB_SECONDS = 8
+#: Events in the longer feed, and how many the event page shows (events.js SHOWN).
+FEED_JOBS = 64
+EVENTS_SHOWN = 50
 #: The URL schemes that reach a host over the network.
 NETWORK_SCHEMES = {"http", "https", "ws", "wss", "ftp"}
 #: §2.6.7: the per-connection bucket's capacity.
@@ -281,3 +284,73 @@ async def test_a_person_uses_the_console(scene: Scene, tmp_path: Path) -> None:
         await _events(driver, scene)
         await _live(driver, scene)
         await _only_the_manager(driver, scene.process.base_url)
+
+
+async def test_the_feed_pages_search_a_longer_feed(tmp_path: Path) -> None:
+    """The event page's newest 50 and a job's events are found by bisection over one-item
+    pages (feed.js): over 64 events, every third a failure, spread 10 minutes apart (so a
+    job's events lie far from most of the feed), they must be exactly what reading the whole
+    feed gives."""
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    build_sample_database(samples / "ledger.db")
+    async with (
+        embedded_fetcher(tmp_path, SQLITE_ALLOWED_DIR=str(samples)) as process,
+        httpx.AsyncClient(timeout=30.0) as http,
+    ):
+        api = ManagerApi(http, process.base_url)
+        name = (await _connection(api, samples / "ledger.db"))["configName"]
+        jobs = [
+            await api.submit({name: {"ledger": ["id", "nope" if i % 3 == 0 else "amount"]}})
+            for i in range(FEED_JOBS)
+        ]
+        for job in jobs:
+            await api.wait_terminal(job)
+        _spread_over_hours(tmp_path / "state" / "meta.db")
+        feed = await _whole_feed(http, process.base_url)
+        assert len(feed) == FEED_JOBS
+        async with web_driver(tmp_path / "profile") as driver:
+            for kind, path in (("", "#/events"), ("failed", "#/events?type=failed")):
+                expected = [e for e in feed if not kind or e["routingKey"] == f"job.{kind}"]
+                newest = [int(e["cursor"]) for e in expected][::-1][:EVENTS_SHOWN]
+                await driver.open(f"{process.base_url}/console{path}")
+                await driver.wait_for("#event-list td", text=expected[-1]["data"]["job_id"])
+                shown = await driver.script(
+                    "return [...document.querySelectorAll('#event-list tbody tr')]"
+                    ".map(tr => Number(tr.cells[0].textContent))"
+                )
+                assert shown == newest, kind
+            for job in (jobs[1], jobs[FEED_JOBS // 2], jobs[-1]):
+                cursor = next(e["cursor"] for e in feed if e["data"]["job_id"] == job)
+                await driver.open(f"{process.base_url}/console#/jobs/{job}")
+                row = await driver.text(await driver.wait_for("#job-events tbody tr"))
+                assert row.startswith(f"{cursor} job."), row
+
+
+def _spread_over_hours(meta_db: Path) -> None:
+    """Move each job, and its event, 10 minutes before the next one (in the metadata store of
+    the running process: SQLite lets another writer in)."""
+    shift = "strftime('%Y-%m-%dT%H:%M:%fZ', {}, ?)"
+    with contextlib.closing(sqlite3.connect(meta_db, timeout=10)) as db:
+        rows = db.execute("SELECT id, job_id FROM outbox ORDER BY id").fetchall()
+        for position, (row_id, job_id) in enumerate(rows):
+            minutes = f"-{(len(rows) - position) * 10} minutes"
+            created = shift.format("created_at")
+            db.execute(f"UPDATE outbox SET created_at = {created} WHERE id = ?", (minutes, row_id))
+            db.execute(
+                f"UPDATE jobs SET created_at = {created},"
+                f" completed_at = {shift.format('completed_at')} WHERE id = ?",
+                (minutes, minutes, job_id),
+            )
+        db.commit()
+
+
+async def _whole_feed(http: httpx.AsyncClient, base_url: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    after = "0"
+    while True:
+        page = (await http.get(f"{base_url}/v1/events", params={"after": after})).json()
+        if not page["items"]:
+            return items
+        items += page["items"]
+        after = page["next"]
