@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, cast, get_args
+from typing import Any, NoReturn, cast, get_args
 
 from fetcher.services import shapes
 from fetcher.services.errors import ApiError
@@ -139,18 +139,21 @@ def _moment(name: str) -> Callable[[str], tuple[datetime, bool]]:
     return parse
 
 
+#: A :data:`DATE_TIME` text after ``Z`` became ``+00:00``: its parts, to pad the fraction.
+_INSTANT_PARTS = "(?P<head>[^.]+?)(?:[.](?P<fraction>[0-9]+))?(?P<zone>[+-][0-9]{2}:[0-9]{2})"
+
+
 def _instant(raw: str) -> datetime:
     """An RFC 3339 date-time in UTC; more than 6 fraction digits are cut (stored times have
     milliseconds), and a leap second ``:60`` is the next second's start."""
     text = raw.upper().replace("Z", "+00:00")
     leap = text[17:19] == "60"
     text = f"{text[:17]}59{text[19:]}" if leap else text
-    head, _, fraction_and_zone = text.partition(".")
-    if fraction_and_zone:
-        digits = re.match("[0-9]+", fraction_and_zone)
-        assert digits is not None
-        text = f"{head}.{digits.group()[:6].ljust(6, '0')}{fraction_and_zone[digits.end() :]}"
-    moment = datetime.fromisoformat(text).astimezone(UTC)
+    parts = re.fullmatch(_INSTANT_PARTS, text)
+    if parts is None:
+        raise ValueError(raw)
+    fraction = (parts["fraction"] or "")[:6].ljust(6, "0")
+    moment = datetime.fromisoformat(f"{parts['head']}.{fraction}{parts['zone']}").astimezone(UTC)
     return moment.replace(microsecond=0) + timedelta(seconds=1) if leap else moment
 
 
@@ -201,10 +204,9 @@ def parse_job_list(items: Iterable[tuple[str, str]], *, max_limit: int) -> JobLi
             problems.append(_Problem(name, exc.code, exc.message))
     window = _window(parsed.get("createdFrom"), parsed.get("createdTo"))
     if isinstance(window, _Problem):
-        problems.append(window)
+        _raise([*problems, window])
     if problems:
         _raise(problems)
-    assert not isinstance(window, _Problem)
     return JobListRequest(
         limit=parsed.get("limit", DEFAULT_JOB_PAGE),
         statuses=parsed.get("status", frozenset()),
@@ -231,6 +233,6 @@ def _window(
     return (start[0] if start else None, before)
 
 
-def _raise(problems: list[_Problem]) -> None:
+def _raise(problems: list[_Problem]) -> NoReturn:
     first = problems[0]
     raise ApiError(first.code, first.message, fields={p.name: p.message for p in problems})
