@@ -6,7 +6,8 @@ connection other than to 127.0.0.1 failing (tests/e2e/browser.py). The person fi
 completed job in the job list, filters to ``failed`` and reads a failed job's error, opens the
 jobs' pages, opens the connection and presses **Test** until the rate limit answers, browses
 its schema and reads the event feed; then a job that runs for seconds turns ``failed`` on the
-open list without a reload (the list refreshes itself while a job runs). Afterwards the page
+open list without a reload (the list refreshes itself while a job runs), and a PostgreSQL
+connection's page shows its fields but never its password. Afterwards the page
 must have requested nothing but the Manager itself (Chromium's own performance log and the
 page's resource timing).
 
@@ -196,6 +197,34 @@ async def _connection_page(driver: WebDriver, scene: Scene) -> None:
     await _assert_inert(driver)
 
 
+async def _no_secret_shown(driver: WebDriver, scene: Scene, http: httpx.AsyncClient) -> None:
+    """A PostgreSQL connection with a password: its page shows its fields, never the
+    password (nor anything else the API does not return)."""
+    password = f"Pw-{unique('secret')}"
+    response = await http.post(
+        f"{scene.process.base_url}{CONNECTIONS}",
+        json={
+            "configName": unique("pg").replace("-", "_"),
+            "type": "POSTGRESQL",
+            "host": "127.0.0.1",
+            "port": 5432,
+            "databaseName": "test",
+            "userName": HOSTILE,
+            "password": password,
+            "ssl": {"mode": "disable"},
+        },
+        headers={"X-Product-Name": PRODUCT},
+    )
+    assert response.status_code == 201, response.text
+    await driver.open(scene.url(f"#/connections/{response.json()['id']}"))
+    page = await driver.text(await driver.wait_for("#connection-page", text="POSTGRESQL"))
+    assert HOSTILE in page  # the user name, as text
+    assert "127.0.0.1" in page
+    dom = await driver.script("return document.documentElement.outerHTML")
+    assert password not in dom
+    await _assert_inert(driver)
+
+
 async def _press_test(driver: WebDriver, button: str) -> str:
     """Press Test and read the answer once the button is enabled again."""
     await driver.click(button)
@@ -283,6 +312,8 @@ async def test_a_person_uses_the_console(scene: Scene, tmp_path: Path) -> None:
         await _connection_page(driver, scene)
         await _events(driver, scene)
         await _live(driver, scene)
+        async with httpx.AsyncClient(timeout=30.0) as http:
+            await _no_secret_shown(driver, scene, http)
         await _only_the_manager(driver, scene.process.base_url)
 
 
