@@ -111,8 +111,10 @@ export async function jobsView(root, params, life) {
   const filters = filtersFrom(params);
   const listing = h("div", { id: "job-list" });
   const more = h("button", { type: "button", id: "more-jobs", hidden: true }, "More");
-  replace(root, h("h1", {}, "Jobs"), await filterForm(filters), listing, more);
-  const state = { items: [], cursor: null, pages: 0 };
+  const form = await filterForm(filters);
+  if (!life.alive()) return; // the operator moved on while the connections loaded
+  replace(root, h("h1", {}, "Jobs"), form, listing, more);
+  const state = { items: [], cursor: null, pages: 0, live: false };
 
   async function load(pages) {
     let items = [];
@@ -137,9 +139,20 @@ export async function jobsView(root, params, life) {
     more.hidden = !state.cursor;
   }
 
-  more.addEventListener("click", () => load(state.pages + 1).catch((e) => append(listing, [failureBox(e)])));
+  // Refresh every loaded page while one of their jobs runs (after the first load or "More").
+  function watch(anyRunning) {
+    if (!anyRunning || state.live) return;
+    state.live = true;
+    life.repeat(LIVE_MS, async () => {
+      state.live = await load(state.pages);
+      return state.live;
+    });
+  }
+
+  more.addEventListener("click", () =>
+    load(state.pages + 1).then(watch).catch((e) => append(listing, [failureBox(e)])));
   try {
-    if (await load(1)) life.repeat(LIVE_MS, () => load(state.pages));
+    watch(await load(1));
   } catch (error) {
     replace(listing, failureBox(error));
   }
