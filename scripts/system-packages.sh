@@ -2,6 +2,7 @@
 # Debian packages the test suite needs beyond Python wheels, installed only when missing:
 #   libltdl7   mssql-python's bundled Microsoft ODBC Driver 18 loads it (SQL_SERVER connections)
 #   chromium   the offline /docs test renders Swagger UI in headless Chromium (tests/e2e)
+#   chromium-driver  the /console browser tests drive Chromium over WebDriver (tests/e2e)
 # `scripts/system-packages.sh image` installs instead what `make image` needs:
 #   podman, debootstrap   build the OCI image and its Debian base (tests/deploy/test_image.py)
 # Runs as root on the project machines (CI included); elsewhere it says what to install.
@@ -14,6 +15,7 @@ if [[ "${1:-}" == image ]]; then
 else
     ldconfig -p 2>/dev/null | grep -q 'libltdl\.so\.7' || missing+=(libltdl7)
     command -v chromium >/dev/null || missing+=(chromium)
+    command -v chromedriver >/dev/null || missing+=(chromium-driver)
 fi
 
 if ((${#missing[@]} == 0)); then

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import httpx
 
+from tests.e2e.browser import chromium, headless
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import embedded_fetcher
-from tests.e2e.test_docs_offline import chromium, headless
 from tests.fakes.jwks_harness import SECRET_B64
 from tests.fakes.jwks_server import ISSUER
 

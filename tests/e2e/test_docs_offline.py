@@ -14,76 +14,21 @@ instead under ``FETCHER_REQUIRE_SERVICES=1``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
+from tests.e2e.browser import chromium, headless
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import embedded_fetcher
-from tests.services import services_required
 
 pytestmark = E2E
 
-SYSTEM_PACKAGES = Path(__file__).resolve().parents[2] / "scripts" / "system-packages.sh"
-#: Everything but loopback is unreachable: no name resolves, and a request that would use a
-#: proxy meets a closed port (loopback is never proxied).
-OFFLINE_FLAGS = (
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-    "--proxy-server=http://127.0.0.1:9",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--no-default-browser-check",
-)
-#: Long enough for Swagger UI to fetch /openapi.json and render (virtual time: it ends early
-#: once the page is idle).
-RENDER_BUDGET_MS = "20000"
 OPERATION = re.compile(r'class="opblock opblock-([a-z]+)[^"]*" id="operations-[^"]+?-([^"]+)"')
 PATH = re.compile(r'class="opblock-summary-path" data-path="([^"]+)"')
-
-
-def chromium() -> str:
-    """The Chromium binary, installed through scripts/system-packages.sh when missing."""
-    found = shutil.which("chromium")
-    if found is None:
-        setup = subprocess.run(  # noqa: S603 - the project's own set-up script
-            [str(SYSTEM_PACKAGES)], capture_output=True, text=True, timeout=900, check=False
-        )
-        found = shutil.which("chromium")
-        if found is None:
-            reason = (setup.stderr.strip() or f"exit code {setup.returncode}")[-300:]
-            message = f"headless Chromium cannot be installed here: {reason}"
-            if services_required():
-                pytest.fail(message, pytrace=False)
-            pytest.skip(message)
-    return found
-
-
-async def headless(binary: str, profile: Path, *args: str) -> str:
-    """Run headless Chromium with the network cut off; its stdout (``--dump-dom``)."""
-    argv = [
-        binary,
-        "--headless=new",
-        "--no-sandbox",  # root in a container has no user namespace for the sandbox
-        "--disable-gpu",
-        f"--user-data-dir={profile}",
-        *OFFLINE_FLAGS,
-        f"--virtual-time-budget={RENDER_BUDGET_MS}",
-        *args,
-    ]
-    done = await asyncio.to_thread(
-        subprocess.run, argv, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 def rendered_operations(dom: str) -> set[tuple[str, str]]:

@@ -84,7 +84,7 @@ async def _demo(settings: Settings, sample_dir: Path, workdir: Path, *, keep: bo
     port = sock.getsockname()[1]
     base = f"http://127.0.0.1:{port}"
     async with running(settings, sockets=[sock], drain_delay=0):
-        _say("embedded mode listening", f"{base}  (API docs: {base}/docs)")
+        _say("embedded mode listening", f"{base}  (API docs: {base}/docs, console: {base}/console)")
         async with httpx.AsyncClient(base_url=base, timeout=30) as client:
             await _story(client, settings, database, workdir)
             if keep:

@@ -47,7 +47,7 @@ from fetcher.manager.json_body import UNPARSABLE
 from fetcher.manager.middleware import FetcherMiddleware
 from fetcher.manager.openapi import declare_security, list_parameters, request_components
 from fetcher.manager.responses import error_response
-from fetcher.manager.routes import connections, events, jobs, operational
+from fetcher.manager.routes import connections, console, events, jobs, operational
 from fetcher.services.errors import ApiError, invalid_payload
 from fetcher.services.ports import StoreUnavailableError
 from fetcher.settings import Mode
@@ -206,6 +206,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.state.authenticator = runtime.authenticator
     for router in _ROUTERS:
         app.include_router(router)
+    app.include_router(console.router)  # /console: not in /openapi.json
     _install_docs(app)
     _install_handlers(app)
     app.add_middleware(

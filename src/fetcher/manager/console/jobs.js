@@ -1,0 +1,232 @@
+// Jobs: the list (`GET /v1/fetcher` with filters and a cursor) and a job's page
+// (`GET /v1/fetcher/{id}` and its feed events). Both refresh by themselves while a job runs.
+
+import { request } from "./api.js";
+import { append, badge, duration, facts, h, jsonBlock, replace, table, when } from "./dom.js";
+import { eventsOfJob } from "./feed.js";
+import { failureBox } from "./view.js";
+
+const STATUSES = ["pending", "processing", "completed", "failed"];
+const PAGE_SIZE = 20;
+const LIVE_MS = 2000;
+const ERROR_PREVIEW = 160;
+
+const running = (job) => job.status === "pending" || job.status === "processing";
+const errorOf = (job) => (job.metadata && typeof job.metadata.error === "string" ? job.metadata.error : "");
+
+function preview(text) {
+  return text.length > ERROR_PREVIEW ? `${text.slice(0, ERROR_PREVIEW)}…` : text;
+}
+
+function datasources(job) {
+  const mapped = job.mappedFields;
+  if (mapped && typeof mapped === "object") return Object.keys(mapped).join(", ");
+  // The list leaves out a request over 4 KiB and names it in `truncated`; the job page has it.
+  return Array.isArray(job.truncated) && job.truncated.includes("mappedFields") ? "(on the job page)" : "";
+}
+
+function jobRow(job) {
+  return [
+    badge(job.status),
+    h("a", { href: `#/jobs/${encodeURIComponent(job.id)}`, class: "mono" }, job.id),
+    job.metadata && job.metadata.source !== undefined ? String(job.metadata.source) : "",
+    datasources(job),
+    when(job.createdAt),
+    job.completedAt ? duration(job.createdAt, job.completedAt) : "",
+    h("span", { class: "error-text" }, preview(errorOf(job))),
+  ];
+}
+
+/** The filters as the list route's query (`status` comma-separated). */
+function listQuery(filters, cursor) {
+  return {
+    status: filters.status.join(","),
+    connectionId: filters.connectionId,
+    createdFrom: filters.createdFrom,
+    createdTo: filters.createdTo,
+    limit: PAGE_SIZE,
+    cursor,
+  };
+}
+
+function filtersFrom(params) {
+  const status = (params.get("status") || "").split(",").filter((s) => STATUSES.includes(s));
+  return {
+    status,
+    connectionId: params.get("connectionId") || "",
+    createdFrom: params.get("createdFrom") || "",
+    createdTo: params.get("createdTo") || "",
+  };
+}
+
+function filterHash(form) {
+  const params = new URLSearchParams();
+  const status = STATUSES.filter((s) => form.querySelector(`input[name=status][value=${s}]`).checked);
+  if (status.length) params.set("status", status.join(","));
+  for (const name of ["connectionId", "createdFrom", "createdTo"]) {
+    const value = form.querySelector(`[name=${name}]`).value.trim();
+    if (value) params.set(name, value);
+  }
+  const query = params.toString();
+  return `#/jobs${query ? `?${query}` : ""}`;
+}
+
+async function connectionOptions(selected) {
+  const options = [h("option", { value: "" }, "any connection")];
+  try {
+    const page = await request("/v1/management/connections", { query: { limit: 100 } });
+    for (const c of page.items) {
+      options.push(h("option", { value: c.id, selected: c.id === selected }, `${c.configName} (${c.type})`));
+    }
+  } catch {
+    // Without connections:read the filter still takes an ID typed in the address.
+    if (selected) options.push(h("option", { value: selected, selected: true }, selected));
+  }
+  return options;
+}
+
+async function filterForm(filters) {
+  const form = h(
+    "div",
+    { class: "filters", id: "job-filters" },
+    h("fieldset", {}, h("legend", {}, "Status"),
+      STATUSES.map((s) =>
+        h("label", { class: "check" },
+          h("input", { type: "checkbox", name: "status", value: s, checked: filters.status.includes(s) }), s),
+      ),
+    ),
+    h("label", {}, "Connection ", h("select", { name: "connectionId" }, await connectionOptions(filters.connectionId))),
+    h("label", {}, "Created from ", h("input", { type: "date", name: "createdFrom", value: filters.createdFrom })),
+    h("label", {}, "to ", h("input", { type: "date", name: "createdTo", value: filters.createdTo })),
+  );
+  const apply = h("button", { type: "button", id: "apply-filters" }, "Apply");
+  apply.addEventListener("click", () => {
+    window.location.hash = filterHash(form);
+  });
+  return append(form, [apply]);
+}
+
+/** `#/jobs?status=…`: the list; live while a listed job is pending or processing. */
+export async function jobsView(root, params, life) {
+  const filters = filtersFrom(params);
+  const listing = h("div", { id: "job-list" });
+  const more = h("button", { type: "button", id: "more-jobs", hidden: true }, "More");
+  const form = await filterForm(filters);
+  if (!life.alive()) return; // the operator moved on while the connections loaded
+  replace(root, h("h1", {}, "Jobs"), form, listing, more);
+  const state = { items: [], cursor: null, pages: 0, live: false };
+
+  async function load(pages) {
+    let items = [];
+    let cursor = null;
+    for (let i = 0; i < pages; i += 1) {
+      const page = await request("/v1/fetcher", { query: listQuery(filters, cursor) });
+      items = items.concat(page.items);
+      cursor = page.nextCursor;
+      if (!cursor) break;
+    }
+    if (!life.alive()) return false;
+    Object.assign(state, { items, cursor, pages });
+    render();
+    return state.items.some(running);
+  }
+
+  function render() {
+    const rows = state.items.map(jobRow);
+    replace(listing, rows.length
+      ? table(["Status", "Job", "Source", "Datasources", "Created", "Took", "Error"], rows, { class: "jobs" })
+      : h("p", { class: "muted" }, "No job matches these filters."));
+    more.hidden = !state.cursor;
+  }
+
+  // Refresh every loaded page while one of their jobs runs (after the first load or "More").
+  function watch(anyRunning) {
+    if (!anyRunning || state.live) return;
+    state.live = true;
+    life.repeat(LIVE_MS, async () => {
+      state.live = await load(state.pages);
+      return state.live;
+    });
+  }
+
+  more.addEventListener("click", () =>
+    load(state.pages + 1).then(watch).catch((e) => append(listing, [failureBox(e)])));
+  try {
+    watch(await load(1));
+  } catch (error) {
+    replace(listing, failureBox(error));
+  }
+}
+
+function submitted(job) {
+  const body = { mappedFields: job.mappedFields };
+  if (job.filters) body.filters = job.filters;
+  if (job.limits) body.limits = job.limits;
+  return body;
+}
+
+function eventRows(events) {
+  return events.map((e) => [
+    h("span", { class: "mono" }, e.cursor),
+    e.routingKey,
+    when(e.createdAt),
+    e.publishedAt ? when(e.publishedAt) : "not yet",
+    h("details", {}, h("summary", {}, "payload"), jsonBlock(e.data)),
+  ]);
+}
+
+function jobFacts(job) {
+  return facts([
+    ["Status", badge(job.status)],
+    ["ID", h("span", { class: "mono" }, job.id)],
+    ["Source", job.metadata ? job.metadata.source : ""],
+    ["Created", when(job.createdAt)],
+    ["Completed", when(job.completedAt)],
+    ["Took", job.completedAt ? duration(job.createdAt, job.completedAt) : ""],
+    ["Created by", job.createdBy],
+    ["Request hash", h("span", { class: "mono" }, job.requestHash)],
+    ["Result path", job.resultPath ? h("span", { class: "mono", id: "result-path" }, job.resultPath) : ""],
+    ["Result HMAC", job.resultHmac ? h("span", { class: "mono" }, job.resultHmac) : ""],
+  ]);
+}
+
+/** The job's events as a table, or why there is none (a token may read jobs but not events). */
+async function jobEvents(job) {
+  if (running(job)) return h("p", { class: "muted" }, "The job is still running.");
+  try {
+    const events = await eventsOfJob(job);
+    return events.length
+      ? table(["Cursor", "Type", "Written", "Published", "Data"], eventRows(events))
+      : h("p", { class: "muted" }, "No event in the feed.");
+  } catch (error) {
+    return failureBox(error);
+  }
+}
+
+/** `#/jobs/<id>`: the job, its request and its events; live until it ends. */
+export async function jobView(root, id, life) {
+  const body = h("div", { id: "job-page" });
+  replace(root, h("p", {}, h("a", { href: "#/jobs" }, "← Jobs")), h("h1", {}, "Job"), body);
+
+  async function load() {
+    const job = await request(`/v1/fetcher/${encodeURIComponent(id)}`);
+    const events = await jobEvents(job);
+    if (!life.alive()) return false;
+    const error = errorOf(job);
+    replace(
+      body,
+      jobFacts(job),
+      error ? h("section", {}, h("h2", {}, "Failure"), h("pre", { class: "error-text", id: "job-error" }, error)) : null,
+      h("section", { id: "job-events" }, h("h2", {}, "Events"), events),
+      h("section", {}, h("h2", {}, "Request"), jsonBlock(submitted(job))),
+      h("section", {}, h("h2", {}, "Metadata"), jsonBlock(job.metadata || {})),
+    );
+    return running(job);
+  }
+
+  try {
+    if (await load()) life.repeat(LIVE_MS, load);
+  } catch (error) {
+    replace(body, failureBox(error));
+  }
+}
