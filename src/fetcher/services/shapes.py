@@ -17,7 +17,6 @@ set ``str.strip()`` removes), and every string schema excludes U+0000 (a §2.1 h
 from __future__ import annotations
 
 import functools
-import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -311,38 +310,13 @@ PASSWORD: Field[str] = text_field(
 )
 
 # --- host (§2.5) --------------------------------------------------------------------------
+# One grammar: the check accepts a text that one of HOST_FORMS accepts, and the schema is their
+# anyOf, the same patterns matched by Python's re and by the ECMA-262 engines of the clients.
 
 _HOST_MAX = 253
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOST_LABEL = re.compile(_LABEL)
 _IPV4_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _IPV4 = f"{_IPV4_OCTET}(?:\\.{_IPV4_OCTET}){{3}}"
-
-
-def _parses(kind: Callable[[str], object], text: str) -> bool:
-    try:
-        kind(text)
-    except ValueError:
-        return False
-    return True
-
-
-def is_valid_host(host: str) -> bool:
-    """§2.5 ``host``: an RFC 1123 name (one trailing dot allowed), IPv4, or bracket-less IPv6.
-
-    A name whose last label is all digits is rejected: resolvers read such text as an IPv4
-    address in a legacy form (``127.1``, ``2130706433``), which is not a valid literal.
-    """
-    if not host or len(host) > _HOST_MAX:
-        return False
-    if ":" in host:
-        return "%" not in host and _parses(ipaddress.IPv6Address, host)
-    if _parses(ipaddress.IPv4Address, host):
-        return True
-    labels = (host[:-1] if host.endswith(".") else host).split(".")
-    if not all(_HOST_LABEL.fullmatch(label) for label in labels):
-        return False
-    return not labels[-1].isdigit()
 
 
 def _ipv6() -> str:
@@ -365,6 +339,62 @@ def _ipv6() -> str:
     return "(?:" + "|".join(forms) + ")"
 
 
+@dataclass(frozen=True, slots=True)
+class HostForm:
+    """One form of a §2.5 ``host``: its text matches ``core``, is at most ``max_length``
+    characters, and does not match ``refused`` (a pattern of the published, padded text)."""
+
+    core: str
+    max_length: int | None = None
+    refused: str | None = None
+
+    def accepts(self, text: str) -> bool:
+        if self.max_length is not None and len(text) > self.max_length:
+            return False
+        if self.refused is not None and _matches(self.refused, text):
+            return False
+        return _matches(self.core, text)
+
+    @property
+    def schema(self) -> Schema:
+        """The form as JSON Schema for the trimmed value (the check strips before it asks)."""
+        schema: Schema = {"type": "string"}
+        if self.max_length is not None:
+            schema["maxLength"] = self.max_length
+        schema["pattern"] = trimmed(self.core)
+        if self.refused is not None:
+            schema["not"] = {"pattern": self.refused}
+        return schema
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _matches(pattern: str, text: str) -> bool:
+    return _compiled(pattern).fullmatch(text) is not None
+
+
+#: §2.5: an IPv4 literal; an RFC 1123 name (one trailing dot allowed) whose last label is not
+#: all digits (resolvers read ``127.1`` or ``2130706433`` as a legacy IPv4 form, which is not a
+#: valid literal); or an IPv6 literal without brackets or zone.
+HOST_FORMS = (
+    HostForm(_IPV4),
+    HostForm(
+        f"{_LABEL}(?:\\.{_LABEL})*\\.?",
+        max_length=_HOST_MAX,
+        refused=f"^(?:{WS}*|.*\\.)[0-9]+\\.?{WS}*$",
+    ),
+    HostForm(_ipv6()),
+)
+
+
+def is_valid_host(host: str) -> bool:
+    """§2.5 ``host``: ``host`` (already trimmed) is one of :data:`HOST_FORMS`."""
+    return any(form.accepts(host) for form in HOST_FORMS)
+
+
 def _host(value: object) -> str:
     if not isinstance(value, str) or not is_valid_host(value.strip()):
         raise Invalid("host must be a valid hostname or IP address")
@@ -379,16 +409,7 @@ HOST = Field(
             "label not all digits), an IPv4 literal, or an IPv6 literal without brackets "
             "(trimmed)."
         ),
-        "anyOf": [
-            string(trimmed(_IPV4)),
-            {
-                "type": "string",
-                "maxLength": _HOST_MAX,
-                "pattern": trimmed(f"{_LABEL}(?:\\.{_LABEL})*\\.?"),
-                "not": {"pattern": f"^(?:{WS}*|.*\\.)[0-9]+\\.?{WS}*$"},
-            },
-            string(trimmed(_ipv6())),
-        ],
+        "anyOf": [form.schema for form in HOST_FORMS],
     },
 )
 

@@ -7,6 +7,7 @@ field check runs, and every string schema refuses it (asserted separately).
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import jsonschema_rs
@@ -212,3 +213,49 @@ def test_name_rule_matches_the_tree_schema(name: str) -> None:
     assert jsonschema_rs.Draft202012Validator(schema).is_valid(name) == (
         shapes.name_problem(name) is None
     ), repr(name)
+
+
+# --- the host grammar against ipaddress -------------------------------------------------------
+# is_valid_host reads HOST_FORMS, the same patterns the schema publishes; the standard library's
+# parsers are the independent oracle for the literal forms.
+
+
+def _parses(kind: type[ipaddress.IPv4Address | ipaddress.IPv6Address], text: str) -> bool:
+    try:
+        kind(text)
+    except ValueError:
+        return False
+    return True
+
+
+_V6_TEXTS = st.one_of(
+    st.ip_addresses(v=6).map(str),
+    st.ip_addresses(v=6).map(lambda a: a.exploded),
+    st.builds(lambda a, b: f"{a}:{b}", st.ip_addresses(v=6).map(str), st.ip_addresses(v=4)),
+    st.text(st.sampled_from([*"0123456789abcdefABCDEFg:.%"]), max_size=45),
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_V6_TEXTS)
+def test_ipv6_form_is_what_ipaddress_parses(text: str) -> None:
+    if ":" in text:
+        assert shapes.is_valid_host(text) == (
+            "%" not in text and _parses(ipaddress.IPv6Address, text)
+        )
+
+
+_OCTETS = ["0", "00", "01", "1", "9", "10", "99", "100", "199", "200", "249", "250", "255", "256"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.one_of(
+        st.ip_addresses(v=4).map(str),
+        st.text(st.sampled_from([*"0123456789."]), max_size=20),
+        st.lists(st.sampled_from(_OCTETS), min_size=3, max_size=5).map(".".join),
+    )
+)
+def test_digits_and_dots_are_exactly_ipv4_literals(text: str) -> None:
+    """A name whose last label is all digits is refused, so such text is a host only as IPv4."""
+    assert shapes.is_valid_host(text) == _parses(ipaddress.IPv4Address, text)
