@@ -4,7 +4,8 @@
 Every field is declared once, as a :class:`Field`: its check, raising :class:`Invalid` with the
 exact §2.5 message the services put into ``fields``, and the JSON Schema that ``/openapi.json``
 publishes for it, both built from the same constants below. What differs per connection type is
-one :class:`TypeRules` row of :data:`TYPES`; the metadata rules are one table with their schema.
+one :class:`TypeRules` row of :data:`TYPES`, read by the cross-field rule objects of
+:mod:`fetcher.services.connection_rules`; the metadata rules are one table with their schema.
 The services (:mod:`fetcher.services.connection_validation`,
 :mod:`fetcher.services.job_validation`) run the checks in the contract's order;
 :mod:`fetcher.manager.openapi` assembles the schemas into the request bodies and parameters. The
@@ -41,17 +42,19 @@ SQLITE = "SQLITE"
 @dataclass(frozen=True, slots=True)
 class TypeRules:
     """What §2.5 and §11.2 say of one ``type``; the validator's branch decisions and the
-    per-type ``/openapi.json`` body both read this table, never the type names."""
+    per-type ``/openapi.json`` body both read this table (through the rule objects of
+    :mod:`fetcher.services.connection_rules`), never the type names."""
 
     #: §11.2 TLS vocabulary, in table order (``""`` or absent selects the off row).
     ssl_modes: tuple[str, ...] = ()
-    #: ``schema`` is accepted (POSTGRESQL, SQL_SERVER and ORACLE only).
+    #: ``schema`` is accepted (``SCHEMA_SUPPORT``).
     schema: bool = False
-    #: MONGODB: ``userName`` and ``password`` are optional together (no authentication).
+    #: ``userName`` and ``password`` are optional together (``CREDENTIAL_PAIR``).
     optional_credentials: bool = False
-    #: ORACLE: these ``metadata`` keys are required (non-blank strings).
+    #: These ``metadata`` keys are required (``REQUIRED_METADATA``).
     required_metadata: tuple[str, ...] = ()
-    #: SQLITE: ``databaseName`` is a local file (§2.5.1); no network fields, no ``ssl``.
+    #: ``databaseName`` is a local file (§2.5.1); no network fields (``NETWORK_FIELDS``), no
+    #: ``ssl``.
     file: bool = False
 
 
@@ -87,10 +90,6 @@ CONNECTION_FIELDS = (
     "metadata",
 )
 SSL_FIELDS = ("mode", "ca", "cert", "key")
-#: Fields a SQLITE connection refuses (it has no server).
-NETWORK_FIELDS = ("host", "port", "userName", "password")
-#: On MONGODB, ``userName`` and ``password`` are optional together.
-CREDENTIALS = ("userName", "password")
 #: PATCH ``null`` clears these; elsewhere it is an invalid value (§2.6.5).
 NULLABLE_FIELDS = frozenset({"schema", "ssl", "metadata"})
 #: §2.5: metadata keys with a meaning to a driver, and their value rule.
@@ -103,18 +102,6 @@ _ANY_TYPE = TypeRules()
 def rules_of(kind: str | None) -> TypeRules:
     """The row of ``kind``; an unknown or absent type has :data:`_ANY_TYPE`'s rules."""
     return TYPES.get(kind or "", _ANY_TYPE)
-
-
-def required_fields(kind: str | None) -> list[str]:
-    """§2.5: the top-level fields ``kind`` requires (absent, null or blank → FET-0402), in
-    table order; ``required_metadata`` adds ``metadata.<key>``."""
-    rules = rules_of(kind)
-    left_out = {
-        *NULLABLE_FIELDS,
-        *(NETWORK_FIELDS if rules.file else ()),
-        *(CREDENTIALS if rules.optional_credentials else ()),
-    }
-    return [name for name in CONNECTION_FIELDS if name not in left_out]
 
 
 #: An object's properties: each names the properties of its value where FET-0400 looks inside
@@ -184,6 +171,13 @@ def trimmed(core: str, pad: str = WS) -> str:
 
 def string(pattern: str, **extra: Any) -> Schema:
     return {"type": "string", "pattern": pattern, **extra}
+
+
+NULL: Schema = {"type": "null"}
+
+
+def nullable(schema: Schema) -> Schema:
+    return {"anyOf": [NULL, schema]}
 
 
 class Invalid(Exception):
@@ -264,7 +258,7 @@ def text_field(
     if not trim:
         schema = string(NON_BLANK, minLength=min_length, maxLength=max_length, **extra)
     elif optional:
-        schema = {"anyOf": [{"type": "null"}, string(trimmed(f"(?:{core})?", pad), **extra)]}
+        schema = nullable(string(trimmed(f"(?:{core})?", pad), **extra))
     else:
         schema = string(trimmed(core, pad), **extra)
     return Field(check, schema)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fetcher.services import shapes
+from fetcher.services import connection_rules, shapes
 from fetcher.services.errors import ApiError
 from fetcher.services.shapes import Field, Invalid
 
@@ -98,7 +98,7 @@ def test_pem_absent_values_are_none() -> None:
 
 
 def test_required_fields_follow_the_table() -> None:
-    assert shapes.required_fields("POSTGRESQL") == [
+    assert connection_rules.required_fields("POSTGRESQL") == [
         "configName",
         "type",
         "host",
@@ -107,15 +107,15 @@ def test_required_fields_follow_the_table() -> None:
         "userName",
         "password",
     ]
-    assert shapes.required_fields("SQLITE") == ["configName", "type", "databaseName"]
-    assert shapes.required_fields("MONGODB") == [
+    assert connection_rules.required_fields("SQLITE") == ["configName", "type", "databaseName"]
+    assert connection_rules.required_fields("MONGODB") == [
         "configName",
         "type",
         "host",
         "port",
         "databaseName",
     ]
-    assert shapes.required_fields(None) == shapes.required_fields("ORACLE")
+    assert connection_rules.required_fields(None) == connection_rules.required_fields("ORACLE")
 
 
 def test_connection_types_come_from_the_literal() -> None:
