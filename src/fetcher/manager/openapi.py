@@ -2,9 +2,10 @@
 the ``X-Product-Name`` header (contract §2.1, §2.4, §2.5, §2.6, §2.12, §3.1-§3.5).
 
 The routes parse their inputs themselves (§2.1 is stricter than any model). Each field's schema
-is declared in :mod:`fetcher.services.shapes` next to the check it describes; this module
-assembles them into bodies and parameters, so that a schema-valid request passes every rule a
-JSON Schema can express, and a schema-invalid request is rejected:
+is declared in :mod:`fetcher.services.shapes` next to the check it describes, and each
+cross-field connection rule's fragment in :mod:`fetcher.services.connection_rules` with its
+check; this module assembles them into bodies and parameters, so that a schema-valid request
+passes every rule a JSON Schema can express, and a schema-invalid request is rejected:
 
 * strings that the validators trim admit surrounding whitespace (``WS`` is exactly the set
   ``str.strip()`` removes), and every string excludes U+0000 (a §2.1 hostile value);
