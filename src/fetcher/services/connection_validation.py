@@ -218,7 +218,9 @@ def _merge(
             values.pop(name, None)
         else:
             values[name] = value
-    if "type" in body and _merged_rules(stored, body).file and not rules_of(stored.type).file:
+    refused = NETWORK_FIELDS.refused
+    becomes_file = refused(_merged_rules(stored, body)) and not refused(rules_of(stored.type))
+    if "type" in body and becomes_file:
         for name in NETWORK_FIELDS.names:
             if name not in body:
                 values.pop(name, None)
@@ -335,7 +337,7 @@ class _Checker:
 
     def _credentials(self, kind: str | None) -> dict[str, object]:
         """``host``, ``port``, ``userName`` and ``password``; none of them for SQLITE."""
-        if kind is None and rules_of(_raw_type(self.values)).file:
+        if kind is None and NETWORK_FIELDS.refused(rules_of(_raw_type(self.values))):
             return {}  # SQLITE refused: the ``type`` error says it all
         rules = rules_of(kind)
         if NETWORK_FIELDS.refused(rules):
