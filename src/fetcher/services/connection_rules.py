@@ -59,12 +59,7 @@ def _unsupported(name: str, kind: str | None) -> str:
 class _Pair:
     """Two fields given together or not at all."""
 
-    first: str
-    second: str
-
-    @property
-    def names(self) -> tuple[str, str]:
-        return self.first, self.second
+    names: tuple[str, str]
 
     def lone_absent(self, values: Mapping[str, object]) -> str | None:
         """The one that is absent (``None``) while the other is given, if any."""
@@ -75,7 +70,7 @@ class _Pair:
 class PemPair:
     """§2.5: ``ssl.cert`` and ``ssl.key`` both or neither (``null`` or ``""`` is neither)."""
 
-    pair = _Pair("cert", "key")
+    pair = _Pair(("cert", "key"))
     message = "ssl.cert and ssl.key must be provided together"
 
     def check(self, texts: Mapping[str, str | None], errors: dict[str, str]) -> None:
@@ -99,7 +94,7 @@ class CredentialPair:
     ``password`` the connection has no authentication; with exactly one, the other is missing
     (FET-0402), even when a PATCH cleared it with ``null``."""
 
-    pair = _Pair("userName", "password")
+    pair = _Pair(("userName", "password"))
 
     def optional(self, rules: TypeRules) -> bool:
         return rules.optional_credentials
