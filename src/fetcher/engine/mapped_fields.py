@@ -1,7 +1,7 @@
 """The ``mappedFields`` tree ``{datasource: {table: [field, …]}}`` (contract §2.6.9, §3.2, §3.5).
 
-One walker, :func:`first_problem`, runs a :class:`Pass` of checks over the tree in request order;
-each route states its checks and messages as passes (the job in
+One walker, :func:`first_mapped_fields_problem`, runs one :class:`MappedFieldsChecks` (a pass)
+over the tree in request order; each route states its checks and messages as passes (the job in
 :mod:`fetcher.services.job_validation`, validate-schema in
 :mod:`fetcher.services.connection_schema`). The count rules and their messages are here, one
 :class:`CountMessages` table per route: the Manager counts with them, and the planner re-counts
@@ -14,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["JOB_COUNTS", "VALIDATION_COUNTS", "CountMessages", "Pass", "first_problem"]
+__all__ = [
+    "JOB_COUNTS",
+    "VALIDATION_COUNTS",
+    "CountMessages",
+    "MappedFieldsChecks",
+    "first_mapped_fields_problem",
+]
 
 #: A check returns the message of the problem it finds, else ``None``.
 Problem = str | None
@@ -25,8 +31,9 @@ def _no_problem(*_: object) -> Problem:
 
 
 @dataclass(frozen=True, slots=True)
-class Pass:
-    """One walk over the tree; :func:`first_problem` returns the first message a check gives.
+class MappedFieldsChecks:
+    """One pass over the tree; :func:`first_mapped_fields_problem` returns the first message a
+    check gives.
 
     Order: ``tree`` on the whole value; then for each datasource ``datasource`` (its name and
     value), each of its tables (``table``, then ``entry`` for each entry, then ``table_done``),
@@ -43,7 +50,7 @@ class Pass:
     datasource_done: Callable[[str, Mapping[str, object]], Problem] = _no_problem
 
 
-def first_problem(mapped: object, checks: Pass) -> Problem:
+def first_mapped_fields_problem(mapped: object, checks: MappedFieldsChecks) -> Problem:
     """The first problem ``checks`` finds in ``mapped``, walking it in request order."""
     problem = checks.tree(mapped)
     if problem or not isinstance(mapped, Mapping):
@@ -55,7 +62,7 @@ def first_problem(mapped: object, checks: Pass) -> Problem:
     return None
 
 
-def _tables(ds: str, tables: object, checks: Pass) -> Problem:
+def _tables(ds: str, tables: object, checks: MappedFieldsChecks) -> Problem:
     if not isinstance(tables, Mapping):
         return None
     for table, entries in tables.items():
@@ -65,7 +72,7 @@ def _tables(ds: str, tables: object, checks: Pass) -> Problem:
     return checks.datasource_done(ds, tables)
 
 
-def _entries(ds: str, table: str, entries: object, checks: Pass) -> Problem:
+def _entries(ds: str, table: str, entries: object, checks: MappedFieldsChecks) -> Problem:
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
         return None
     for entry in entries:
@@ -101,22 +108,26 @@ class CountMessages:
         """The first count of the shaped tree ``mapped`` over these maxima, in this route's
         order."""
         for checks in self._passes(datasources, tables, fields):
-            problem = first_problem(mapped, checks)
+            problem = first_mapped_fields_problem(mapped, checks)
             if problem:
                 return problem
         return None
 
-    def _passes(self, datasources: int, tables: int, fields: int) -> tuple[Pass, ...]:
-        counted = Pass(
+    def _passes(self, datasources: int, tables: int, fields: int) -> tuple[MappedFieldsChecks, ...]:
+        counted = MappedFieldsChecks(
             tree=lambda mapped: self.datasources_over(datasources, len(_sized(mapped))),
             datasource=lambda ds, value: self.tables_over(tables, len(_sized(value)), ds),
         )
-        per_table = Pass(
+        per_table = MappedFieldsChecks(
             table=lambda ds, table, value: self.fields_over(fields, len(_sized(value)), ds, table)
         )
         if self.in_turn:
             return counted, per_table
-        return (Pass(tree=counted.tree, datasource=counted.datasource, table=per_table.table),)
+        return (
+            MappedFieldsChecks(
+                tree=counted.tree, datasource=counted.datasource, table=per_table.table
+            ),
+        )
 
 
 def _sized(value: object) -> Sequence[object] | Mapping[str, object]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import cast
 
-from fetcher.engine.mapped_fields import VALIDATION_COUNTS, Pass, first_problem
+from fetcher.engine.kit import VALIDATION_COUNTS, MappedFieldsChecks, first_mapped_fields_problem
 from fetcher.services.errors import (
     ApiError,
     invalid_data_request,
@@ -66,7 +66,7 @@ def check_validation_body(body: Mapping[str, object]) -> ValidationTables:
     mapped = body.get("mappedFields")
     if mapped is None:
         raise missing_fields(["mappedFields"])
-    problem = first_problem(mapped, _SHAPE)
+    problem = first_mapped_fields_problem(mapped, _SHAPE)
     if problem:
         raise invalid_data_request(problem)
     counted = VALIDATION_COUNTS.first_problem(
@@ -74,7 +74,7 @@ def check_validation_body(body: Mapping[str, object]) -> ValidationTables:
     )
     if counted:
         raise ApiError("FET-1061", counted)
-    problem = first_problem(mapped, _NAMES)
+    problem = first_mapped_fields_problem(mapped, _NAMES)
     if problem:
         raise invalid_data_request(problem)
     return cast(ValidationTables, mapped)
@@ -92,7 +92,7 @@ def _shaped_tree(mapped: object) -> str | None:
     return None if mapped else "mappedFields cannot be empty"  # after the shape: nothing to walk
 
 
-_SHAPE = Pass(
+_SHAPE = MappedFieldsChecks(
     tree=_shaped_tree,
     datasource=lambda _, tables: None if isinstance(tables, dict) else _NOT_SHAPED,
     table=lambda _, __, fields: None if is_field_list(fields) else _NOT_SHAPED,
@@ -104,7 +104,7 @@ def _unpadded(name: str, what: str) -> str | None:
     return f"{what} must not be blank or padded" if name_problem(name) else None
 
 
-_NAMES = Pass(
+_NAMES = MappedFieldsChecks(
     datasource=lambda ds, _: _unpadded(ds, f"datasource name '{ds}'"),
     table=lambda ds, table, _: _unpadded(table, f"table name '{table}' in datasource '{ds}'"),
     entry=lambda ds, table, field: _unpadded(field, f"field name '{field}' in '{ds}.{table}'"),

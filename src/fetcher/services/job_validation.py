@@ -14,8 +14,15 @@ from types import MappingProxyType
 from typing import cast
 
 from fetcher.engine import EngineError, Limits
-from fetcher.engine.kit import LIMIT_NAMES, FilterReferenceError, FilterSpec, parse_filters
-from fetcher.engine.mapped_fields import JOB_COUNTS, Pass, first_problem
+from fetcher.engine.kit import (
+    JOB_COUNTS,
+    LIMIT_NAMES,
+    FilterReferenceError,
+    FilterSpec,
+    MappedFieldsChecks,
+    first_mapped_fields_problem,
+    parse_filters,
+)
 from fetcher.services.access import require_product
 from fetcher.services.errors import (
     ApiError,
@@ -156,7 +163,7 @@ def _selects_fields(ds: str, tables: Mapping[str, object]) -> str | None:
 
 #: Step 5 (§3.2): datasource by datasource, its name and object, then each table's name, field
 #: list, field names and wildcard, then the empty-datasource rule.
-_SHAPE = Pass(
+_SHAPE = MappedFieldsChecks(
     tree=lambda mapped: None if mapped else "mappedFields cannot be empty",
     datasource=_datasource,
     table=_table,
@@ -168,7 +175,7 @@ _SHAPE = Pass(
 
 def _check_mapped_fields_shape(mapped: Mapping[str, object]) -> MappedFields:
     """Step 5: §3.2 shape, names, wildcard and empty-datasource rules, datasource by datasource."""
-    problem = first_problem(mapped, _SHAPE)
+    problem = first_mapped_fields_problem(mapped, _SHAPE)
     if problem:
         raise invalid_data_request(problem)
     return cast(MappedFields, mapped)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.engine.mapped_fields import JOB_COUNTS, VALIDATION_COUNTS, Pass, first_problem
+from fetcher.engine.mapped_fields import (
+    JOB_COUNTS,
+    VALIDATION_COUNTS,
+    MappedFieldsChecks,
+    first_mapped_fields_problem,
+)
 
 #: Datasource ``a`` has a table with three fields, ``b`` three tables.
 TREE = {"a": {"t": ["f", "g", "h"]}, "b": {"t1": ["f"], "t2": ["f"], "t3": ["f"]}}
@@ -16,7 +21,7 @@ def test_walk_order_is_request_order() -> None:
     def note(*parts: object) -> None:
         seen.append(":".join(str(p) for p in parts if not isinstance(p, dict | list)))
 
-    checks = Pass(
+    checks = MappedFieldsChecks(
         tree=lambda _: note("tree"),
         datasource=lambda ds, _: note("ds", ds),
         table=lambda ds, table, _: note("table", ds, table),
@@ -24,7 +29,7 @@ def test_walk_order_is_request_order() -> None:
         table_done=lambda ds, table, _: note("table_done", ds, table),
         datasource_done=lambda ds, _: note("ds_done", ds),
     )
-    assert first_problem({"a": {"t": ["f", "g"], "u": []}, "b": {}}, checks) is None
+    assert first_mapped_fields_problem({"a": {"t": ["f", "g"], "u": []}, "b": {}}, checks) is None
     assert seen == [
         "tree",
         "ds:a",
@@ -41,11 +46,19 @@ def test_walk_order_is_request_order() -> None:
 
 
 def test_walk_stops_at_the_first_problem_and_skips_what_it_cannot_descend() -> None:
-    checks = Pass(entry=lambda ds, table, entry: f"{ds}.{table}.{entry}" if entry == "x" else None)
-    assert first_problem({"a": {"t": ["f", "x", "x"]}, "b": {"t": ["x"]}}, checks) == "a.t.x"
-    assert first_problem({"a": ["x"], "b": {"t": [1, "x"]}, "c": 3}, checks) is None
-    assert first_problem({"a": ["x"], "b": {"t": [1, "x"]}, "c": {"u": ["x"]}}, checks) == "c.u.x"
-    assert first_problem([{"a": {"t": ["x"]}}], checks) is None
+    checks = MappedFieldsChecks(
+        entry=lambda ds, table, entry: f"{ds}.{table}.{entry}" if entry == "x" else None
+    )
+    assert (
+        first_mapped_fields_problem({"a": {"t": ["f", "x", "x"]}, "b": {"t": ["x"]}}, checks)
+        == "a.t.x"
+    )
+    assert first_mapped_fields_problem({"a": ["x"], "b": {"t": [1, "x"]}, "c": 3}, checks) is None
+    assert (
+        first_mapped_fields_problem({"a": ["x"], "b": {"t": [1, "x"]}, "c": {"u": ["x"]}}, checks)
+        == "c.u.x"
+    )
+    assert first_mapped_fields_problem([{"a": {"t": ["x"]}}], checks) is None
 
 
 def test_job_counts_each_datasource_in_turn() -> None:
