@@ -23,6 +23,12 @@ from fetcher.engine.filters.parse import (
 )
 from fetcher.engine.filters.sql import dialect_for, quote_identifier, render_select
 from fetcher.engine.limits import LIMIT_NAMES
+from fetcher.engine.mapped_fields import (
+    JOB_COUNTS,
+    VALIDATION_COUNTS,
+    MappedFieldsChecks,
+    first_mapped_fields_problem,
+)
 from fetcher.engine.model import TlsSettings
 from fetcher.engine.names import (
     DEFAULT_SCHEMA_MARKER,
@@ -78,6 +84,11 @@ __all__ = [
     "normalize_field",
     "parse_table_key",
     "static_default_schema",
+    # the mappedFields walker and the count rules (§2.6.9, §3.2, §3.5)
+    "JOB_COUNTS",
+    "VALIDATION_COUNTS",
+    "MappedFieldsChecks",
+    "first_mapped_fields_problem",
     # limits and filters (§3.4, §3.5)
     "LIMIT_NAMES",
     "BoundFieldFilter",

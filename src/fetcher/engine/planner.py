@@ -16,6 +16,7 @@ from fetcher.engine.errors import EngineError, ErrorCategory
 from fetcher.engine.filters.ast import BoundFieldFilter, FieldFilter
 from fetcher.engine.filters.bind import bind_field_filter
 from fetcher.engine.filters.mongo import check_mongo_field
+from fetcher.engine.mapped_fields import JOB_COUNTS
 from fetcher.engine.model import ConnectionDescriptor, ExtractionRequest
 from fetcher.engine.names import (
     RequestedTable,
@@ -109,11 +110,10 @@ async def plan_request(
 
 
 def _check_datasource_count(request: ExtractionRequest) -> None:
-    count, maximum = len(request.mapped_fields), request.limits.max_datasources
-    if count > maximum:
-        raise EngineError(
-            ErrorCategory.VALIDATION, f"Maximum {maximum} datasources allowed per job, got {count}"
-        )
+    maximum = request.limits.max_datasources
+    problem = JOB_COUNTS.datasources_over(maximum, len(request.mapped_fields))
+    if problem:
+        raise EngineError(ErrorCategory.VALIDATION, problem)
 
 
 async def _plan_datasource(
@@ -141,11 +141,9 @@ async def _plan_datasource(
 
 
 def _check_table_count(request: ExtractionRequest, state: _Planning, count: int) -> None:
-    maximum = request.limits.max_tables_per_datasource
-    if count > maximum:
-        state.issues.append(
-            f"Maximum {maximum} tables allowed per datasource, got {count} for '{state.name}'"
-        )
+    problem = JOB_COUNTS.tables_over(request.limits.max_tables_per_datasource, count, state.name)
+    if problem:
+        state.issues.append(problem)
 
 
 def _plan_tables(
@@ -161,11 +159,9 @@ def _plan_tables(
         where = f"in datasource '{state.name}'"
         key = table.result_key(state.engine, discovered.default_schema)
         state.requested_keys.add(key)
-        if len(fields) > max_fields:
-            state.issues.append(
-                f"Maximum {max_fields} fields allowed per table, got {len(fields)} "
-                f"for '{state.name}.{table.requested}'"
-            )
+        too_many = JOB_COUNTS.fields_over(max_fields, len(fields), state.name, table.requested)
+        if too_many:
+            state.issues.append(too_many)
         schema = find_table(state.engine, discovered, table)
         if schema is None:
             state.issues.append(f"table '{table.requested}' not found {where}")

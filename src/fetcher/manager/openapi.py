@@ -2,9 +2,10 @@
 the ``X-Product-Name`` header (contract §2.1, §2.4, §2.5, §2.6, §2.12, §3.1-§3.5).
 
 The routes parse their inputs themselves (§2.1 is stricter than any model). Each field's schema
-is declared in :mod:`fetcher.services.shapes` next to the check it describes; this module
-assembles them into bodies and parameters, so that a schema-valid request passes every rule a
-JSON Schema can express, and a schema-invalid request is rejected:
+is declared in :mod:`fetcher.services.shapes` next to the check it describes, and each
+cross-field connection rule's fragment in :mod:`fetcher.services.connection_rules` with its
+check; this module assembles them into bodies and parameters, so that a schema-valid request
+passes every rule a JSON Schema can express, and a schema-invalid request is rejected:
 
 * strings that the validators trim admit surrounding whitespace (``WS`` is exactly the set
   ``str.strip()`` removes), and every string excludes U+0000 (a §2.1 hostile value);
@@ -36,16 +37,19 @@ from fetcher.engine.kit import (
     OperatorArity,
 )
 from fetcher.services import shapes
+from fetcher.services.connection_rules import (
+    CREDENTIAL_PAIR,
+    NETWORK_FIELDS,
+    PEM_PAIR,
+    REQUIRED_METADATA,
+    SCHEMA_SUPPORT,
+    required_fields,
+)
 from fetcher.services.errors import EMPTY_BODY_MESSAGE
 from fetcher.services.responses import ErrorBody
-from fetcher.services.shapes import NO_NUL, WS, Schema, string, trimmed
+from fetcher.services.shapes import NO_NUL, NULL, Schema, nullable, string, trimmed
 
-_NULL: Schema = {"type": "null"}
 _EMPTY_OBJECT: Schema = {"type": "object", "maxProperties": 0}
-
-
-def nullable(schema: Schema) -> Schema:
-    return {"anyOf": [_NULL, schema]}
 
 
 # --- route fragments: error answers, JSON bodies, parameters ------------------------------
@@ -161,7 +165,6 @@ def schemas_parameter() -> Schema:
 
 # --- connection bodies (§2.5): one branch per type, from shapes.TYPES ----------------------
 
-_NO_SCHEMA = nullable(string(f"^{WS}*$", description="Not supported for this type."))
 _PEM = shapes.pem("ca").schema
 _NO_PEM: Schema = {"enum": [None, ""]}
 _PEM_OR_NONE: Schema = {"anyOf": [_NO_PEM, _PEM]}
@@ -180,21 +183,15 @@ def _ssl(modes: Sequence[str], *, pem: bool = True) -> Schema:
         "properties": {"mode": mode, **texts},
     }
     if pem:
-        settings["anyOf"] = [
-            {"properties": {"cert": _NO_PEM, "key": _NO_PEM}},
-            {"required": ["cert", "key"], "properties": {"cert": _PEM, "key": _PEM}},
-        ]
-    return {"anyOf": [_NULL, _EMPTY_OBJECT, settings]}
+        settings["anyOf"] = PEM_PAIR.schema(_PEM, _NO_PEM)
+    return {"anyOf": [NULL, _EMPTY_OBJECT, settings]}
 
 
 def _create_branch(kind: str) -> Schema:
-    """One ``type``'s create body (§2.5), from its :class:`~fetcher.services.shapes.TypeRules`."""
+    """One ``type``'s create body (§2.5): its :class:`~fetcher.services.shapes.TypeRules` row
+    through the rule objects of :mod:`fetcher.services.connection_rules`."""
     rules = shapes.TYPES[kind]
-    reserved = {key: nullable(shapes.RESERVED_VALUE.schema) for key in shapes.RESERVED_METADATA}
-    reserved |= dict.fromkeys(rules.required_metadata, shapes.RESERVED_VALUE.schema)
-    metadata = shapes.metadata_schema(reserved)
-    if rules.required_metadata:
-        metadata["required"] = list(rules.required_metadata)
+    metadata, metadata_required = REQUIRED_METADATA.schema(rules)
     properties: Schema = {  # in the order Swagger UI shows them (the published one)
         "configName": shapes.CONFIG_NAME.schema,
         "type": string(trimmed(re.escape(kind)), description=f"`{kind}`"),
@@ -204,24 +201,17 @@ def _create_branch(kind: str) -> Schema:
         "userName": shapes.USER_NAME.schema,
         "password": shapes.PASSWORD.schema,
         "ssl": _ssl(rules.ssl_modes, pem=not rules.file),
-        "schema": shapes.SCHEMA.schema if rules.schema else _NO_SCHEMA,
-        "metadata": metadata if rules.required_metadata else nullable(metadata),
+        "schema": SCHEMA_SUPPORT.schema(rules),
+        "metadata": metadata,
     }
-    if rules.file:  # a SQLITE file has no server (§2.5)
-        for name in shapes.NETWORK_FIELDS:
-            del properties[name]
-    branch: Schema = {
+    return {
         "title": f"{kind} connection",
         "type": "object",
         "additionalProperties": False,
-        "required": shapes.required_fields(kind)
-        + (["metadata"] if rules.required_metadata else []),
-        "properties": properties,
+        "required": required_fields(kind) + metadata_required,
+        "properties": NETWORK_FIELDS.schema(rules, properties),
+        **CREDENTIAL_PAIR.schema(rules),
     }
-    if rules.optional_credentials:  # §2.5: userName and password are optional together
-        user, password = shapes.CREDENTIALS
-        branch["dependentRequired"] = {user: [password], password: [user]}
-    return branch
 
 
 def connection_create_schema(types: Sequence[str]) -> Schema:
@@ -270,8 +260,8 @@ def connection_update_schema(types: Sequence[str]) -> Schema:
         ),
     }
     cleared = [f"`{name}`" for name in shapes.CONNECTION_FIELDS if name in shapes.NULLABLE_FIELDS]
-    kind, key = next((k, key) for k, r in shapes.TYPES.items() for key in r.required_metadata)
-    with_schema = [k for k, r in shapes.TYPES.items() if r.schema]
+    kind, key = REQUIRED_METADATA.example()
+    with_schema = SCHEMA_SUPPORT.types()
     return {
         "title": "ConnectionUpdate",
         "description": (

@@ -9,7 +9,9 @@ The discovery rules these routes then apply are in :mod:`fetcher.services.schema
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
+from fetcher.engine.kit import VALIDATION_COUNTS, MappedFieldsChecks, first_mapped_fields_problem
 from fetcher.services.errors import (
     ApiError,
     invalid_data_request,
@@ -64,65 +66,47 @@ def check_validation_body(body: Mapping[str, object]) -> ValidationTables:
     mapped = body.get("mappedFields")
     if mapped is None:
         raise missing_fields(["mappedFields"])
-    shaped = _check_shape(mapped)
-    if not shaped:
-        raise invalid_data_request("mappedFields cannot be empty")
-    _check_counts(shaped)
-    _check_names(shaped)
-    return shaped
+    problem = first_mapped_fields_problem(mapped, _SHAPE)
+    if problem:
+        raise invalid_data_request(problem)
+    counted = VALIDATION_COUNTS.first_problem(
+        mapped, MAX_VALIDATION_DATASOURCES, MAX_VALIDATION_TABLES, MAX_VALIDATION_FIELDS
+    )
+    if counted:
+        raise ApiError("FET-1061", counted)
+    problem = first_mapped_fields_problem(mapped, _NAMES)
+    if problem:
+        raise invalid_data_request(problem)
+    return cast(ValidationTables, mapped)
 
 
-def _check_shape(mapped: object) -> dict[str, dict[str, list[str]]]:
-    """An object of objects of string arrays, else ``400 FET-0401``."""
-    message = "mappedFields must be an object of datasources to objects of field arrays"
+# The §2.6.9 check table as walks of the tree: the shape (one message for every level), then
+# empty, the counts (FET-1061, VALIDATION_COUNTS) and the names.
+
+_NOT_SHAPED = "mappedFields must be an object of datasources to objects of field arrays"
+
+
+def _shaped_tree(mapped: object) -> str | None:
     if not isinstance(mapped, dict):
-        raise invalid_data_request(message)
-    for tables in mapped.values():
-        if not isinstance(tables, dict):
-            raise invalid_data_request(message)
-        if not all(is_field_list(fields) for fields in tables.values()):
-            raise invalid_data_request(message)
-    return mapped
+        return _NOT_SHAPED
+    return None if mapped else "mappedFields cannot be empty"  # after the shape: nothing to walk
 
 
-def _check_counts(mapped: ValidationTables) -> None:
-    if len(mapped) > MAX_VALIDATION_DATASOURCES:
-        raise ApiError(
-            "FET-1061",
-            f"maximum {MAX_VALIDATION_DATASOURCES} datasources allowed per validation request",
-        )
-    for ds, tables in mapped.items():
-        if len(tables) > MAX_VALIDATION_TABLES:
-            raise ApiError(
-                "FET-1061",
-                f"maximum {MAX_VALIDATION_TABLES} tables allowed per datasource, "
-                f"got {len(tables)} for '{ds}'",
-            )
-    for ds, tables in mapped.items():
-        for table, fields in tables.items():
-            if len(fields) > MAX_VALIDATION_FIELDS:
-                raise ApiError(
-                    "FET-1061",
-                    f"maximum {MAX_VALIDATION_FIELDS} fields allowed per table, "
-                    f"got {len(fields)} for '{ds}.{table}'",
-                )
+_SHAPE = MappedFieldsChecks(
+    tree=_shaped_tree,
+    datasource=lambda _, tables: None if isinstance(tables, dict) else _NOT_SHAPED,
+    table=lambda _, __, fields: None if is_field_list(fields) else _NOT_SHAPED,
+)
 
 
-def _check_names(mapped: ValidationTables) -> None:
-    """Blank or whitespace-padded names, or ``*`` mixed with other entries → FET-0401."""
-    for ds, tables in mapped.items():
-        if name_problem(ds):
-            raise invalid_data_request(f"datasource name '{ds}' must not be blank or padded")
-        for table, fields in tables.items():
-            if name_problem(table):
-                raise invalid_data_request(
-                    f"table name '{table}' in datasource '{ds}' must not be blank or padded"
-                )
-            for field in fields:
-                if name_problem(field):
-                    raise invalid_data_request(
-                        f"field name '{field}' in '{ds}.{table}' must not be blank or padded"
-                    )
-            problem = wildcard_problem(ds, table, fields)
-            if problem:
-                raise invalid_data_request(problem)
+def _unpadded(name: str, what: str) -> str | None:
+    """§3.2 names: non-blank and unpadded, else FET-0401 naming ``what``."""
+    return f"{what} must not be blank or padded" if name_problem(name) else None
+
+
+_NAMES = MappedFieldsChecks(
+    datasource=lambda ds, _: _unpadded(ds, f"datasource name '{ds}'"),
+    table=lambda ds, table, _: _unpadded(table, f"table name '{table}' in datasource '{ds}'"),
+    entry=lambda ds, table, field: _unpadded(field, f"field name '{field}' in '{ds}.{table}'"),
+    table_done=wildcard_problem,
+)

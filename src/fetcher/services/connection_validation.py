@@ -27,6 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from fetcher.services import shapes
+from fetcher.services.connection_rules import (
+    CREDENTIAL_PAIR,
+    NETWORK_FIELDS,
+    PEM_PAIR,
+    REQUIRED_METADATA,
+    SCHEMA_SUPPORT,
+    is_blank,
+    required_fields,
+)
 from fetcher.services.errors import (
     EMPTY_BODY_MESSAGE,
     ApiError,
@@ -186,7 +195,8 @@ def _password_stored(stored: ConnectionInput) -> bool:
     """Whether the stored record holds a password: every type but SQLITE, except a MONGODB
     connection stored without credentials (no ``userName``; the two go together, §2.5)."""
     rules = rules_of(stored.type)
-    return not rules.file and not (rules.optional_credentials and stored.user_name is None)
+    no_credentials = CREDENTIAL_PAIR.optional(rules) and stored.user_name is None
+    return not NETWORK_FIELDS.refused(rules) and not no_credentials
 
 
 def _merge(
@@ -198,8 +208,8 @@ def _merge(
     for name, value in body.items():
         if (
             value is None
-            and name in shapes.CREDENTIALS
-            and _merged_rules(stored, body).optional_credentials
+            and name in CREDENTIAL_PAIR.pair.names
+            and CREDENTIAL_PAIR.optional(_merged_rules(stored, body))
         ):
             values.pop(name, None)  # §2.5: removed; the pair rule of ``_missing`` applies
         elif value is None and name not in shapes.NULLABLE_FIELDS:
@@ -208,8 +218,10 @@ def _merge(
             values.pop(name, None)
         else:
             values[name] = value
-    if "type" in body and _merged_rules(stored, body).file and not rules_of(stored.type).file:
-        for name in shapes.NETWORK_FIELDS:
+    refused = NETWORK_FIELDS.refused
+    becomes_file = refused(_merged_rules(stored, body)) and not refused(rules_of(stored.type))
+    if "type" in body and becomes_file:
+        for name in NETWORK_FIELDS.names:
             if name not in body:
                 values.pop(name, None)
     return values, null_errors
@@ -231,10 +243,6 @@ def _validate(
     return _Checker(values, ctx, null_errors).run()
 
 
-def _is_blank(value: object) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())
-
-
 def _raw_type(values: Mapping[str, object]) -> str | None:
     value = values.get("type")
     return value.strip() if isinstance(value, str) else None
@@ -249,22 +257,14 @@ def _missing(values: Mapping[str, object], ctx: _Context) -> list[str]:
     rules = rules_of(kind)
     missing = [
         name
-        for name in shapes.required_fields(kind)
-        if not (ctx.sent is not None and name in ctx.sent) and _is_blank(values.get(name))
+        for name in required_fields(kind)
+        if not (ctx.sent is not None and name in ctx.sent) and is_blank(values.get(name))
     ]
-    # §2.5: MONGODB without both credentials has no authentication; with exactly one, the
-    # other is missing, even when a PATCH cleared it with null.
-    absent = [name for name in shapes.CREDENTIALS if values.get(name) is None]
-    if rules.optional_credentials and len(absent) == 1:
-        missing.append(absent[0])
+    missing += CREDENTIAL_PAIR.missing(rules, values)
     ssl = values.get("ssl")
     if isinstance(ssl, dict) and ssl and ssl.get("mode") is None:
         missing.append("ssl.mode")
-    metadata = values.get("metadata")
-    for key in rules.required_metadata:  # ORACLE's serviceName; a wrong type is invalid
-        if metadata is None or (isinstance(metadata, dict) and _is_blank(metadata.get(key))):
-            missing.append(f"metadata.{key}")
-    return missing
+    return missing + REQUIRED_METADATA.missing(rules, values.get("metadata"))
 
 
 class _Checker:
@@ -299,7 +299,7 @@ class _Checker:
             "databaseName": self.check("databaseName", self._database(kind), get("databaseName")),
         }
         checked |= self._credentials(kind)
-        checked["schema"] = self.check("schema", _schema(kind), get("schema"))
+        checked["schema"] = self.check("schema", SCHEMA_SUPPORT.check(kind), get("schema"))
         checked["ssl"] = self.check("ssl", self._ssl(kind), get("ssl"))
         checked["metadata"] = self.check("metadata", self._metadata, get("metadata")) or {}
         self._raise_if_invalid()
@@ -337,20 +337,20 @@ class _Checker:
 
     def _credentials(self, kind: str | None) -> dict[str, object]:
         """``host``, ``port``, ``userName`` and ``password``; none of them for SQLITE."""
-        if kind is None and rules_of(_raw_type(self.values)).file:
+        if kind is None and NETWORK_FIELDS.refused(rules_of(_raw_type(self.values))):
             return {}  # SQLITE refused: the ``type`` error says it all
         rules = rules_of(kind)
-        if rules.file:
-            for name in shapes.NETWORK_FIELDS:
-                if name in self.values and self.ctx.was_sent(name):
-                    self.errors.setdefault(name, f"{name} is not supported for type {kind}")
+        if NETWORK_FIELDS.refused(rules):
+            refused = NETWORK_FIELDS.errors(kind, self.values, self.ctx.was_sent)
+            for name, message in refused.items():  # after the errors found before, in order
+                self.errors.setdefault(name, message)
             return {}
         get = self.values.get
         checked: dict[str, object] = {
             "host": self.check("host", shapes.HOST.check, get("host")),
             "port": self.check("port", shapes.PORT.check, get("port")),
         }
-        if rules.optional_credentials and all(get(n) is None for n in shapes.CREDENTIALS):
+        if CREDENTIAL_PAIR.none_given(rules, self.values):
             return checked  # §2.5: a MONGODB connection without credentials
         checked["userName"] = self.check("userName", shapes.USER_NAME.check, get("userName"))
         checked["password"] = self.check("password", _password, get("password"))
@@ -402,11 +402,7 @@ class _Checker:
             name: self.check(f"ssl.{name}", rule.check, value.get(name))
             for name, rule in _PEM_FIELDS.items()
         }
-        if (texts["cert"] is None) != (texts["key"] is None) and not any(
-            f"ssl.{n}" in self.errors for n in ("cert", "key")
-        ):
-            absent = "ssl.key" if texts["key"] is None else "ssl.cert"
-            self.errors[absent] = "ssl.cert and ssl.key must be provided together"
+        PEM_PAIR.check(texts, self.errors)
         if mode is None:
             return None
         if mode == "" and not any(texts.values()):
@@ -442,16 +438,6 @@ class _Checker:
 def _password(value: object) -> str | None:
     """A kept stored password is not re-validated."""
     return None if isinstance(value, _KeptSecret) else shapes.PASSWORD.check(value)
-
-
-def _schema(kind: str | None) -> Callable[[object], str | None]:
-    def rule(value: object) -> str | None:
-        text = shapes.SCHEMA.check(value)
-        if text is not None and kind is not None and not shapes.TYPES[kind].schema:
-            raise Invalid(f"schema is not supported for type {kind}")
-        return text
-
-    return rule
 
 
 def _ssl_mode_text(value: object) -> str:

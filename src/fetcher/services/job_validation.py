@@ -14,7 +14,15 @@ from types import MappingProxyType
 from typing import cast
 
 from fetcher.engine import EngineError, Limits
-from fetcher.engine.kit import LIMIT_NAMES, FilterReferenceError, FilterSpec, parse_filters
+from fetcher.engine.kit import (
+    JOB_COUNTS,
+    LIMIT_NAMES,
+    FilterReferenceError,
+    FilterSpec,
+    MappedFieldsChecks,
+    first_mapped_fields_problem,
+    parse_filters,
+)
 from fetcher.services.access import require_product
 from fetcher.services.errors import (
     ApiError,
@@ -118,10 +126,10 @@ def _check_mapped_fields_present(
     return data_request, mapped
 
 
-# --- step 5 -------------------------------------------------------------------------------
+# --- step 5: the §3.2 rules, as one walk of the tree -------------------------------------
 
 
-def _name_problem(name: str, what: str, limit: int | None = None) -> str | None:
+def _named(name: str, what: str, limit: int | None = None) -> str | None:
     """§3.2 name rule: non-blank, no surrounding whitespace, at most ``limit`` characters."""
     problem = name_problem(name)
     if problem == "blank":
@@ -133,38 +141,44 @@ def _name_problem(name: str, what: str, limit: int | None = None) -> str | None:
     return None
 
 
+def _datasource(ds: str, tables: object) -> str | None:
+    problem = _named(ds, "datasource name")
+    if problem or isinstance(tables, dict):
+        return problem
+    return f"mappedFields for datasource '{ds}' must be an object"
+
+
+def _table(ds: str, table: str, entries: object) -> str | None:
+    problem = _named(table, f"table name in datasource '{ds}'", MAX_TABLE_NAME)
+    if problem or is_field_list(entries):
+        return problem
+    return f"fields of '{ds}.{table}' must be an array of strings"
+
+
+def _selects_fields(ds: str, tables: Mapping[str, object]) -> str | None:
+    if any(tables.values()):
+        return None
+    return f"datasource '{ds}' must have at least one table with fields"
+
+
+#: Step 5 (§3.2): datasource by datasource, its name and object, then each table's name, field
+#: list, field names and wildcard, then the empty-datasource rule.
+_SHAPE = MappedFieldsChecks(
+    tree=lambda mapped: None if mapped else "mappedFields cannot be empty",
+    datasource=_datasource,
+    table=_table,
+    entry=lambda ds, table, entry: _named(entry, f"field name in '{ds}.{table}'", MAX_FIELD_NAME),
+    table_done=wildcard_problem,
+    datasource_done=_selects_fields,
+)
+
+
 def _check_mapped_fields_shape(mapped: Mapping[str, object]) -> MappedFields:
     """Step 5: §3.2 shape, names, wildcard and empty-datasource rules, datasource by datasource."""
-    if not mapped:
-        raise invalid_data_request("mappedFields cannot be empty")
-    for ds, tables in mapped.items():
-        problem = _name_problem(ds, "datasource name")
-        if problem:
-            raise invalid_data_request(problem)
-        if not isinstance(tables, dict):
-            raise invalid_data_request(f"mappedFields for datasource '{ds}' must be an object")
-        for table, entries in tables.items():
-            _check_table(ds, table, entries)
-        if not any(tables.values()):
-            raise invalid_data_request(
-                f"datasource '{ds}' must have at least one table with fields"
-            )
+    problem = first_mapped_fields_problem(mapped, _SHAPE)
+    if problem:
+        raise invalid_data_request(problem)
     return cast(MappedFields, mapped)
-
-
-def _check_table(ds: str, table: str, entries: object) -> None:
-    problem = _name_problem(table, f"table name in datasource '{ds}'", MAX_TABLE_NAME)
-    if problem:
-        raise invalid_data_request(problem)
-    if not is_field_list(entries):
-        raise invalid_data_request(f"fields of '{ds}.{table}' must be an array of strings")
-    for entry in entries:
-        problem = _name_problem(entry, f"field name in '{ds}.{table}'", MAX_FIELD_NAME)
-        if problem:
-            raise invalid_data_request(problem)
-    problem = wildcard_problem(ds, table, entries)
-    if problem:
-        raise invalid_data_request(problem)
 
 
 # --- steps 6 and 7 ------------------------------------------------------------------------
@@ -188,23 +202,12 @@ def _effective_limits(raw: Mapping[str, object] | None, max_limits: Limits) -> L
 
 
 def _check_counts(mapped: MappedFields, limits: Limits) -> None:
-    """Step 7: §3.5 counts against the effective limits (fields counted before dedup)."""
-    if len(mapped) > limits.max_datasources:
-        raise invalid_data_request(
-            f"Maximum {limits.max_datasources} datasources allowed per job, got {len(mapped)}"
-        )
-    for ds, tables in mapped.items():
-        if len(tables) > limits.max_tables_per_datasource:
-            raise invalid_data_request(
-                f"Maximum {limits.max_tables_per_datasource} tables allowed per datasource, "
-                f"got {len(tables)} for '{ds}'"
-            )
-        for table, entries in tables.items():
-            if len(entries) > limits.max_fields_per_table:
-                raise invalid_data_request(
-                    f"Maximum {limits.max_fields_per_table} fields allowed per table, "
-                    f"got {len(entries)} for '{ds}.{table}'"
-                )
+    """Step 7: §3.5 counts against the effective limits (fields counted before dedup), in the
+    planner's words (:data:`~fetcher.engine.mapped_fields.JOB_COUNTS`)."""
+    maxima = (limits.max_datasources, limits.max_tables_per_datasource, limits.max_fields_per_table)
+    problem = JOB_COUNTS.first_problem(mapped, *maxima)
+    if problem:
+        raise invalid_data_request(problem)
 
 
 # --- steps 8 to 11 ------------------------------------------------------------------------

@@ -4,7 +4,8 @@
 Every field is declared once, as a :class:`Field`: its check, raising :class:`Invalid` with the
 exact §2.5 message the services put into ``fields``, and the JSON Schema that ``/openapi.json``
 publishes for it, both built from the same constants below. What differs per connection type is
-one :class:`TypeRules` row of :data:`TYPES`; the metadata rules are one table with their schema.
+one :class:`TypeRules` row of :data:`TYPES`, read by the cross-field rule objects of
+:mod:`fetcher.services.connection_rules`; the metadata rules are one table with their schema.
 The services (:mod:`fetcher.services.connection_validation`,
 :mod:`fetcher.services.job_validation`) run the checks in the contract's order;
 :mod:`fetcher.manager.openapi` assembles the schemas into the request bodies and parameters. The
@@ -17,7 +18,6 @@ set ``str.strip()`` removes), and every string schema excludes U+0000 (a §2.1 h
 from __future__ import annotations
 
 import functools
-import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,17 +42,19 @@ SQLITE = "SQLITE"
 @dataclass(frozen=True, slots=True)
 class TypeRules:
     """What §2.5 and §11.2 say of one ``type``; the validator's branch decisions and the
-    per-type ``/openapi.json`` body both read this table, never the type names."""
+    per-type ``/openapi.json`` body both read this table (through the rule objects of
+    :mod:`fetcher.services.connection_rules`), never the type names."""
 
     #: §11.2 TLS vocabulary, in table order (``""`` or absent selects the off row).
     ssl_modes: tuple[str, ...] = ()
-    #: ``schema`` is accepted (POSTGRESQL, SQL_SERVER and ORACLE only).
+    #: ``schema`` is accepted (``SCHEMA_SUPPORT``).
     schema: bool = False
-    #: MONGODB: ``userName`` and ``password`` are optional together (no authentication).
+    #: ``userName`` and ``password`` are optional together (``CREDENTIAL_PAIR``).
     optional_credentials: bool = False
-    #: ORACLE: these ``metadata`` keys are required (non-blank strings).
+    #: These ``metadata`` keys are required (``REQUIRED_METADATA``).
     required_metadata: tuple[str, ...] = ()
-    #: SQLITE: ``databaseName`` is a local file (§2.5.1); no network fields, no ``ssl``.
+    #: ``databaseName`` is a local file (§2.5.1); no network fields (``NETWORK_FIELDS``), no
+    #: ``ssl``.
     file: bool = False
 
 
@@ -88,10 +90,6 @@ CONNECTION_FIELDS = (
     "metadata",
 )
 SSL_FIELDS = ("mode", "ca", "cert", "key")
-#: Fields a SQLITE connection refuses (it has no server).
-NETWORK_FIELDS = ("host", "port", "userName", "password")
-#: On MONGODB, ``userName`` and ``password`` are optional together.
-CREDENTIALS = ("userName", "password")
 #: PATCH ``null`` clears these; elsewhere it is an invalid value (§2.6.5).
 NULLABLE_FIELDS = frozenset({"schema", "ssl", "metadata"})
 #: §2.5: metadata keys with a meaning to a driver, and their value rule.
@@ -104,18 +102,6 @@ _ANY_TYPE = TypeRules()
 def rules_of(kind: str | None) -> TypeRules:
     """The row of ``kind``; an unknown or absent type has :data:`_ANY_TYPE`'s rules."""
     return TYPES.get(kind or "", _ANY_TYPE)
-
-
-def required_fields(kind: str | None) -> list[str]:
-    """§2.5: the top-level fields ``kind`` requires (absent, null or blank → FET-0402), in
-    table order; ``required_metadata`` adds ``metadata.<key>``."""
-    rules = rules_of(kind)
-    left_out = {
-        *NULLABLE_FIELDS,
-        *(NETWORK_FIELDS if rules.file else ()),
-        *(CREDENTIALS if rules.optional_credentials else ()),
-    }
-    return [name for name in CONNECTION_FIELDS if name not in left_out]
 
 
 #: An object's properties: each names the properties of its value where FET-0400 looks inside
@@ -185,6 +171,13 @@ def trimmed(core: str, pad: str = WS) -> str:
 
 def string(pattern: str, **extra: Any) -> Schema:
     return {"type": "string", "pattern": pattern, **extra}
+
+
+NULL: Schema = {"type": "null"}
+
+
+def nullable(schema: Schema) -> Schema:
+    return {"anyOf": [NULL, schema]}
 
 
 class Invalid(Exception):
@@ -265,7 +258,7 @@ def text_field(
     if not trim:
         schema = string(NON_BLANK, minLength=min_length, maxLength=max_length, **extra)
     elif optional:
-        schema = {"anyOf": [{"type": "null"}, string(trimmed(f"(?:{core})?", pad), **extra)]}
+        schema = nullable(string(trimmed(f"(?:{core})?", pad), **extra))
     else:
         schema = string(trimmed(core, pad), **extra)
     return Field(check, schema)
@@ -311,38 +304,13 @@ PASSWORD: Field[str] = text_field(
 )
 
 # --- host (§2.5) --------------------------------------------------------------------------
+# One grammar: the check accepts a text that one of HOST_FORMS accepts, and the schema is their
+# anyOf, the same patterns matched by Python's re and by the ECMA-262 engines of the clients.
 
 _HOST_MAX = 253
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOST_LABEL = re.compile(_LABEL)
 _IPV4_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _IPV4 = f"{_IPV4_OCTET}(?:\\.{_IPV4_OCTET}){{3}}"
-
-
-def _parses(kind: Callable[[str], object], text: str) -> bool:
-    try:
-        kind(text)
-    except ValueError:
-        return False
-    return True
-
-
-def is_valid_host(host: str) -> bool:
-    """§2.5 ``host``: an RFC 1123 name (one trailing dot allowed), IPv4, or bracket-less IPv6.
-
-    A name whose last label is all digits is rejected: resolvers read such text as an IPv4
-    address in a legacy form (``127.1``, ``2130706433``), which is not a valid literal.
-    """
-    if not host or len(host) > _HOST_MAX:
-        return False
-    if ":" in host:
-        return "%" not in host and _parses(ipaddress.IPv6Address, host)
-    if _parses(ipaddress.IPv4Address, host):
-        return True
-    labels = (host[:-1] if host.endswith(".") else host).split(".")
-    if not all(_HOST_LABEL.fullmatch(label) for label in labels):
-        return False
-    return not labels[-1].isdigit()
 
 
 def _ipv6() -> str:
@@ -365,6 +333,62 @@ def _ipv6() -> str:
     return "(?:" + "|".join(forms) + ")"
 
 
+@dataclass(frozen=True, slots=True)
+class HostForm:
+    """One form of a §2.5 ``host``: its text matches ``core``, is at most ``max_length``
+    characters, and does not match ``refused`` (a pattern of the published, padded text)."""
+
+    core: str
+    max_length: int | None = None
+    refused: str | None = None
+
+    def accepts(self, text: str) -> bool:
+        if self.max_length is not None and len(text) > self.max_length:
+            return False
+        if self.refused is not None and _matches(self.refused, text):
+            return False
+        return _matches(self.core, text)
+
+    @property
+    def schema(self) -> Schema:
+        """The form as JSON Schema for the trimmed value (the check strips before it asks)."""
+        schema: Schema = {"type": "string"}
+        if self.max_length is not None:
+            schema["maxLength"] = self.max_length
+        schema["pattern"] = trimmed(self.core)
+        if self.refused is not None:
+            schema["not"] = {"pattern": self.refused}
+        return schema
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _matches(pattern: str, text: str) -> bool:
+    return _compiled(pattern).fullmatch(text) is not None
+
+
+#: §2.5: an IPv4 literal; an RFC 1123 name (one trailing dot allowed) whose last label is not
+#: all digits (resolvers read ``127.1`` or ``2130706433`` as a legacy IPv4 form, which is not a
+#: valid literal); or an IPv6 literal without brackets or zone.
+HOST_FORMS = (
+    HostForm(_IPV4),
+    HostForm(
+        f"{_LABEL}(?:\\.{_LABEL})*\\.?",
+        max_length=_HOST_MAX,
+        refused=f"^(?:{WS}*|.*\\.)[0-9]+\\.?{WS}*$",
+    ),
+    HostForm(_ipv6()),
+)
+
+
+def is_valid_host(host: str) -> bool:
+    """§2.5 ``host``: ``host`` (already trimmed) is one of :data:`HOST_FORMS`."""
+    return any(form.accepts(host) for form in HOST_FORMS)
+
+
 def _host(value: object) -> str:
     if not isinstance(value, str) or not is_valid_host(value.strip()):
         raise Invalid("host must be a valid hostname or IP address")
@@ -379,16 +403,7 @@ HOST = Field(
             "label not all digits), an IPv4 literal, or an IPv6 literal without brackets "
             "(trimmed)."
         ),
-        "anyOf": [
-            string(trimmed(_IPV4)),
-            {
-                "type": "string",
-                "maxLength": _HOST_MAX,
-                "pattern": trimmed(f"{_LABEL}(?:\\.{_LABEL})*\\.?"),
-                "not": {"pattern": f"^(?:{WS}*|.*\\.)[0-9]+\\.?{WS}*$"},
-            },
-            string(trimmed(_ipv6())),
-        ],
+        "anyOf": [form.schema for form in HOST_FORMS],
     },
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 from contextlib import closing
@@ -159,6 +160,24 @@ def test_oracle_requires_service_name(metadata: Any) -> None:
     err = _fail(_body(type="ORACLE", metadata=metadata))
     assert err.code == "FET-0402"
     assert err.fields == {"metadata.serviceName": "metadata.serviceName is a required field"}
+
+
+@pytest.mark.parametrize(("given", "other"), [("userName", "password"), ("password", "userName")])
+@pytest.mark.parametrize("absent", [_ABSENT, None])
+def test_mongodb_credentials_are_optional_together(given: str, other: str, absent: Any) -> None:
+    """§2.5: with exactly one of the two, the other is missing (absent or null alike)."""
+    err = _fail(_body(type="MONGODB", **{other: absent}))
+    assert (err.code, err.fields) == ("FET-0402", {other: f"{other} is a required field"})
+    bare = _create(_body(type="MONGODB", userName=absent, password=absent))
+    assert (bare.user_name, bare.password) == (None, None)
+
+
+def test_mongodb_patch_clearing_one_credential_misses_it() -> None:
+    stored = dataclasses.replace(STORED, type="MONGODB", schema=None, ssl=None)
+    err = _patch_fail({"password": None}, stored=stored)
+    assert (err.code, err.fields) == ("FET-0402", {"password": "password is a required field"})
+    cleared = _patch({"userName": None, "password": None}, stored=stored)
+    assert (cleared.user_name, cleared.password) == (None, None)
 
 
 # --- step 5: values -------------------------------------------------------------------------

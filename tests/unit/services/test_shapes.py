@@ -7,6 +7,7 @@ field check runs, and every string schema refuses it (asserted separately).
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import jsonschema_rs
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fetcher.services import shapes
+from fetcher.services import connection_rules, shapes
 from fetcher.services.errors import ApiError
 from fetcher.services.shapes import Field, Invalid
 
@@ -97,7 +98,7 @@ def test_pem_absent_values_are_none() -> None:
 
 
 def test_required_fields_follow_the_table() -> None:
-    assert shapes.required_fields("POSTGRESQL") == [
+    assert connection_rules.required_fields("POSTGRESQL") == [
         "configName",
         "type",
         "host",
@@ -106,15 +107,15 @@ def test_required_fields_follow_the_table() -> None:
         "userName",
         "password",
     ]
-    assert shapes.required_fields("SQLITE") == ["configName", "type", "databaseName"]
-    assert shapes.required_fields("MONGODB") == [
+    assert connection_rules.required_fields("SQLITE") == ["configName", "type", "databaseName"]
+    assert connection_rules.required_fields("MONGODB") == [
         "configName",
         "type",
         "host",
         "port",
         "databaseName",
     ]
-    assert shapes.required_fields(None) == shapes.required_fields("ORACLE")
+    assert connection_rules.required_fields(None) == connection_rules.required_fields("ORACLE")
 
 
 def test_connection_types_come_from_the_literal() -> None:
@@ -212,3 +213,49 @@ def test_name_rule_matches_the_tree_schema(name: str) -> None:
     assert jsonschema_rs.Draft202012Validator(schema).is_valid(name) == (
         shapes.name_problem(name) is None
     ), repr(name)
+
+
+# --- the host grammar against ipaddress -------------------------------------------------------
+# is_valid_host reads HOST_FORMS, the same patterns the schema publishes; the standard library's
+# parsers are the independent oracle for the literal forms.
+
+
+def _parses(kind: type[ipaddress.IPv4Address | ipaddress.IPv6Address], text: str) -> bool:
+    try:
+        kind(text)
+    except ValueError:
+        return False
+    return True
+
+
+_V6_TEXTS = st.one_of(
+    st.ip_addresses(v=6).map(str),
+    st.ip_addresses(v=6).map(lambda a: a.exploded),
+    st.builds(lambda a, b: f"{a}:{b}", st.ip_addresses(v=6).map(str), st.ip_addresses(v=4)),
+    st.text(st.sampled_from([*"0123456789abcdefABCDEFg:.%"]), max_size=45),
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_V6_TEXTS)
+def test_ipv6_form_is_what_ipaddress_parses(text: str) -> None:
+    if ":" in text:
+        assert shapes.is_valid_host(text) == (
+            "%" not in text and _parses(ipaddress.IPv6Address, text)
+        )
+
+
+_OCTETS = ["0", "00", "01", "1", "9", "10", "99", "100", "199", "200", "249", "250", "255", "256"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.one_of(
+        st.ip_addresses(v=4).map(str),
+        st.text(st.sampled_from([*"0123456789."]), max_size=20),
+        st.lists(st.sampled_from(_OCTETS), min_size=3, max_size=5).map(".".join),
+    )
+)
+def test_digits_and_dots_are_exactly_ipv4_literals(text: str) -> None:
+    """A name whose last label is all digits is refused, so such text is a host only as IPv4."""
+    assert shapes.is_valid_host(text) == _parses(ipaddress.IPv4Address, text)
