@@ -33,6 +33,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
+from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import HTMLResponse, Response
 from starlette.staticfiles import StaticFiles
@@ -47,6 +48,7 @@ from fetcher.manager.middleware import FetcherMiddleware
 from fetcher.manager.openapi import declare_security, list_parameters, request_components
 from fetcher.manager.responses import error_response
 from fetcher.manager.routes import connections, events, jobs, operational
+from fetcher.manager.telemetry import TelemetryMiddleware
 from fetcher.services.errors import ApiError, invalid_payload
 from fetcher.services.ports import StoreUnavailableError
 from fetcher.settings import Mode
@@ -202,6 +204,18 @@ def _install_authenticator(runtime: Runtime) -> BearerAuthenticator | None:
     return authenticator
 
 
+#: FastAPI's own OpenTelemetry spans, metrics and logs stay off: they would record exception
+#: messages (which may hold what no span may, §8.7) and read ``OTEL_*`` past our validation.
+#: The server span is ``manager/telemetry.py``'s (issue 22).
+_NO_FRAMEWORK_TELEMETRY: TelemetryConfig = {
+    "tracing": False,
+    "metrics": False,
+    "logs": False,
+    "operation_spans": False,
+    "auto_configure": False,
+}
+
+
 def create_app(runtime: Runtime) -> FastAPI:
     """The Manager application over ``runtime`` (routes read it from ``app.state``)."""
     app = FetcherAPI(
@@ -212,6 +226,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         openapi_url="/openapi.json",
         docs_url=None,  # served by _install_docs, from local assets
         redoc_url=None,
+        telemetry=_NO_FRAMEWORK_TELEMETRY,
     )
     app.state.runtime = runtime
     app.state.authenticator = _install_authenticator(runtime)
@@ -219,6 +234,8 @@ def create_app(runtime: Runtime) -> FastAPI:
         app.include_router(router)
     _install_docs(app)
     _install_handlers(app)
+    # Inner to FetcherMiddleware (added first): the request ID is bound when it runs.
+    app.add_middleware(TelemetryMiddleware, access_log_enabled=runtime.settings.access_log)
     app.add_middleware(
         FetcherMiddleware,
         metrics=runtime.metrics,
