@@ -24,10 +24,14 @@ from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from fetcher.engine.spans import DB_SYSTEM as _ENGINE_DB_SYSTEM
+
 __all__ = [
+    "DB_SYSTEM",
     "TRACE_HEADERS",
     "AttributeValue",
     "SpanKind",
+    "current_span",
     "current_trace_ids",
     "enable_tracing",
     "extracted_context",
@@ -41,6 +45,8 @@ __all__ = [
 TRACE_HEADERS: Final = ("traceparent", "tracestate")
 
 AttributeValue = str | bool | int | float
+#: ``db.system`` by the stored connection ``type`` text (§2.5).
+DB_SYSTEM: Final[dict[str, str]] = {str(k.value): v for k, v in _ENGINE_DB_SYSTEM.items()}
 
 _PROPAGATOR: Final = TraceContextTextMapPropagator()
 _TRACER: Final = trace.get_tracer("fetcher")
@@ -120,6 +126,11 @@ def extracted_context(headers: Mapping[str, object]) -> otel_context.Context | N
     if not trace.get_current_span(extracted).get_span_context().is_valid:
         return None
     return extracted
+
+
+def current_span() -> Span:
+    """The span current here (the invalid span when tracing is off or outside any span)."""
+    return trace.get_current_span() if _state["enabled"] else INVALID_SPAN
 
 
 def current_trace_ids() -> tuple[str, str] | None:
