@@ -33,6 +33,7 @@ class ReceivedSpan:
     attributes: dict[str, Any]
     status_code: int  # 0 unset, 1 ok, 2 error
     status_message: str
+    duration_ms: float
     #: Every text the span carries (attribute values, event names and attributes, status).
     texts: tuple[str, ...]
 
@@ -63,6 +64,7 @@ def _spans(request: ExportTraceServiceRequest) -> list[ReceivedSpan]:
                         attributes=attributes,
                         status_code=span.status.code,
                         status_message=span.status.message,
+                        duration_ms=(span.end_time_unix_nano - span.start_time_unix_nano) / 1e6,
                         texts=(
                             span.name,
                             *(str(v) for v in attributes.values()),
@@ -116,3 +118,23 @@ class OtlpReceiver:
 
     def of_trace(self, trace_id: str) -> list[ReceivedSpan]:
         return [s for s in list(self.spans) if s.trace_id == trace_id]
+
+
+def span_tree(spans: list[ReceivedSpan], *, durations: bool = False) -> str:
+    """The spans of one trace as an indented tree (children in name order under their parent;
+    a span whose parent is not among them is a root), ``service: name`` per line."""
+    ids = {s.span_id for s in spans}
+    children: dict[str, list[ReceivedSpan]] = {}
+    for span in spans:
+        parent = span.parent_span_id if span.parent_span_id in ids else ""
+        children.setdefault(parent, []).append(span)
+    lines: list[str] = []
+
+    def walk(parent: str, depth: int) -> None:
+        for span in sorted(children.get(parent, []), key=lambda s: s.name):
+            took = f"  ({span.duration_ms:.1f} ms)" if durations else ""
+            lines.append(f"{'  ' * depth}{span.service}: {span.name}{took}")
+            walk(span.span_id, depth + 1)
+
+    walk("", 0)
+    return "\n".join(lines)

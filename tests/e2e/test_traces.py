@@ -8,6 +8,7 @@ protobuf ``ExportTraceServiceRequest`` bodies the real exporter sent.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest_asyncio
 
 from tests.e2e.conftest import E2E, SOURCE_CONFIG, SOURCE_PASSWORD
 from tests.e2e.harness import PRODUCT, DatabaseFactory, FetcherProcess, Stack, eventually, unique
-from tests.otlp_receiver import OtlpReceiver, ReceivedSpan
+from tests.otlp_receiver import OtlpReceiver, ReceivedSpan, span_tree
 
 pytestmark = E2E
 
@@ -106,7 +107,8 @@ async def test_one_job_is_one_trace_across_both_processes(
         },
         "metadata": {"source": PRODUCT, "correlationId": unique("trace")},
     }
-    async with stack.launcher.running_worker(**tracing_env(receiver)):
+    manager, _ = traced_manager
+    async with stack.launcher.running_worker(**tracing_env(receiver)) as worker:
         job_id = await post_job(stack, base_url, body, {"traceparent": TRACEPARENT})
         job = await stack.api.wait_terminal(job_id)
         assert job["status"] == "completed", job
@@ -125,6 +127,8 @@ async def test_one_job_is_one_trace_across_both_processes(
             "record job.completed",
         }
         spans = await job_trace(receiver, INCOMING_TRACE, names)
+    print(span_tree(spans, durations=True))  # docs/tracing.md's sample (pytest -s)
+    assert span_tree(spans) == JOB_TREE.format(queue=queue, ds=SOURCE_CONFIG)
     named = by_name(spans)
     request = named["POST /v1/fetcher"]
     assert (request.parent_span_id, request.kind) == (INCOMING_PARENT, SERVER)
@@ -155,6 +159,34 @@ async def test_one_job_is_one_trace_across_both_processes(
     assert named["run job"].attributes["fetcher.job_id"] == job_id
     assert all(s.status_code != 2 for s in spans), [s.name for s in spans if s.status_code == 2]
     assert_nothing_leaks(spans, (SOURCE_PASSWORD, *ROW_VALUES))
+    # Logs join traces: the lines logged inside a span name it (trace_id, span_id).
+    assert_logged_in(manager, "job created", request.trace_id, named["POST /v1/fetcher"])
+    assert_logged_in(manager, "http request", request.trace_id, named["POST /v1/fetcher"])
+    assert_logged_in(worker, "job claimed", request.trace_id, named[f"process {queue}"])
+
+
+def assert_logged_in(
+    process: FetcherProcess, event: str, trace_id: str, span: ReceivedSpan
+) -> None:
+    lines = [json.loads(line) for line in process.logs().splitlines() if line.startswith("{")]
+    [line] = [x for x in lines if x["event"] == event and x.get("trace_id") == trace_id]
+    assert line["span_id"] == span.span_id
+
+
+#: The span tree of one completed job (children in name order).
+JOB_TREE = """\
+fetcher-manager: POST /v1/fetcher
+  fetcher-manager: send {queue}
+    fetcher-worker: process {queue}
+      fetcher-worker: claim job
+      fetcher-worker: run job
+        fetcher-worker: extract, encrypt and upload
+          fetcher-worker: extract {ds}
+          fetcher-worker: plan
+        fetcher-worker: record job.completed
+  fetcher-manager: store job
+  fetcher-manager: test connection {ds}
+  fetcher-manager: validate job"""
 
 
 async def test_a_failed_job_has_an_error_span_with_the_redacted_text(
