@@ -21,6 +21,7 @@ existing collector configuration carries over. Only what Fetcher supports is acc
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -60,11 +61,15 @@ class TracingSettings:
 
 
 class TracingSettingRefused(ValueError):
-    """A malformed value; ``name`` is the variable (the caller words the §9.3 refusal)."""
+    """A malformed value of ``name``; the text is the §9.3 refusal reason."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"invalid value for {name}")
+    def __init__(self, name: str, reason: str = "") -> None:
+        super().__init__(reason or f"invalid value for {name}")
         self.name = name
+
+
+#: The gRPC exporter comes with the ``otlp-grpc`` extra (grpcio), not with every install.
+GRPC_EXPORTER = "opentelemetry.exporter.otlp.proto.grpc"
 
 
 def read_tracing_settings(env: Mapping[str, str], *, mode: str) -> TracingSettings:
@@ -78,6 +83,9 @@ def read_tracing_settings(env: Mapping[str, str], *, mode: str) -> TracingSettin
     protocol = reader.signal("PROTOCOL", "http/protobuf")
     if protocol not in _PROTOCOLS:
         raise TracingSettingRefused(reader.signal_name("PROTOCOL"))
+    if protocol == "grpc" and not _installed(GRPC_EXPORTER):
+        name = reader.signal_name("PROTOCOL")
+        raise TracingSettingRefused(name, f"{name}=grpc needs the fetcher[otlp-grpc] extra")
     sampler = reader.get("OTEL_TRACES_SAMPLER", "parentbased_always_on").lower()
     if sampler not in SAMPLERS:
         raise TracingSettingRefused("OTEL_TRACES_SAMPLER")
@@ -112,6 +120,13 @@ class _Env:
 
     def signal(self, suffix: str, default: str) -> str:
         return self.get(self.signal_name(suffix), default)
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 def _endpoint(reader: _Env, protocol: str) -> str:

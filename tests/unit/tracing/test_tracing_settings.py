@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from fetcher import settings_tracing
 from fetcher.settings import Settings, StartupRefused
 
 KEY = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
@@ -60,9 +61,19 @@ def test_the_traces_endpoint_is_used_as_is_and_wins() -> None:
     assert tracing.endpoint == "http://b:9999/custom"
 
 
-def test_grpc_keeps_the_endpoint_without_a_path() -> None:
+def test_grpc_keeps_the_endpoint_without_a_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings_tracing, "GRPC_EXPORTER", "json")  # any installed module
     tracing = Settings.from_env({**ON, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}).tracing
     assert (tracing.protocol, tracing.endpoint) == ("grpc", "http://localhost:4317")
+
+
+def test_grpc_without_its_extra_refuses_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings_tracing, "GRPC_EXPORTER", "fetcher_no_such.package")
+    with pytest.raises(StartupRefused) as caught:
+        Settings.from_env({**ON, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"})
+    assert caught.value.reason == (
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc needs the fetcher[otlp-grpc] extra"
+    )
 
 
 def test_header_values_are_secrets_never_shown() -> None:
