@@ -202,16 +202,7 @@ class _Reader:
         internal = self._internal_datasources(mode, database_url)
         internal_tenants = self._internal_tenants(multi_tenant)
         tracing = self._tracing(mode)
-        secrets += tuple(tracing.headers.values())
-        secrets += tuple(
-            s
-            for s in (
-                _url_password(database_url),
-                rabbit.password if rabbit else None,
-                storage.secret_key,
-            )
-            if s
-        )
+        secrets += _connection_secrets(database_url, rabbit, storage, tracing)
         return Settings(
             mode=mode,
             keys=keys,
@@ -469,6 +460,23 @@ def _hs256_key(text: str) -> bytes | None:
     except (binascii.Error, ValueError):
         return None
     return key if len(key) >= 32 else None
+
+
+def _connection_secrets(
+    database_url: str,
+    rabbit: RabbitSettings | None,
+    storage: ObjectStorageSettings,
+    tracing: TracingSettings,
+) -> tuple[str, ...]:
+    """The passwords and keys of the process's own connections (§9.2: never logged), the
+    OTLP exporter's header values included (a collector token, issue 22)."""
+    found = (
+        _url_password(database_url),
+        rabbit.password if rabbit else None,
+        storage.secret_key,
+        *tracing.headers.values(),
+    )
+    return tuple(s for s in found if s)
 
 
 def _url_password(url: str) -> str | None:

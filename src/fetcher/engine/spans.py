@@ -1,25 +1,25 @@
 """The engine's spans (issue 22): planning and one span per datasource.
 
-The engine is a leaf of the project (it imports no service), so it opens its spans through the
-OpenTelemetry API directly; until the host installs the SDK (``TRACING_ENABLED``) the API's
-tracer is a no-op. Attributes are counts and the engine's name only, never a value, a
-password, a host or a filter value (issue 22). A failure sets status error with the error's
-category only: an engine error's text is redacted later, by the service (§8.7), and it is the
-job's span that carries that redacted text.
+The engine imports nothing outside the standard library (§1.4), so it does not know
+OpenTelemetry: it opens its spans through :data:`SpanOpener`, a hook the services install while
+tracing is on (``fetcher.services.tracing``). Without one, :func:`engine_span` yields a handle
+that ignores everything, at the cost of one lookup.
+
+Attributes are counts, names and the engine's ``db.system`` only, never a value, a password, a
+host or a filter value. A failure adds ``error.type`` with the error's category only: an engine
+error's text is redacted later, by the service (§8.7), and the job's span carries that text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import Final
-
-from opentelemetry import trace
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Final, Protocol
 
 from fetcher.engine.errors import EngineError
 from fetcher.engine.types import EngineType
 
-__all__ = ["DB_SYSTEM", "engine_span"]
+__all__ = ["DB_SYSTEM", "SpanHandle", "SpanOpener", "engine_span", "set_span_opener"]
 
 #: ``db.system`` of each engine (OpenTelemetry database semantic conventions).
 DB_SYSTEM: Final = {
@@ -31,21 +31,37 @@ DB_SYSTEM: Final = {
     EngineType.SQLITE: "sqlite",
 }
 
-_tracer: Final = trace.get_tracer("fetcher.engine")
+
+class SpanHandle(Protocol):
+    def set_attribute(self, key: str, value: str | bool | int | float) -> object: ...
+
+
+#: Opens a span current for a block: ``opener(name, attributes)``.
+SpanOpener = Callable[[str, Mapping[str, str | int]], AbstractContextManager[SpanHandle]]
+
+
+class _Ignored:
+    def set_attribute(self, key: str, value: str | bool | int | float) -> object:
+        return None
+
+
+_IGNORED: Final = _Ignored()
+_opener: list[SpanOpener] = []
+
+
+def set_span_opener(opener: SpanOpener | None) -> None:
+    """Install (or, with ``None``, remove) the process's span opener."""
+    _opener[:] = [opener] if opener is not None else []
 
 
 @contextmanager
-def engine_span(name: str, attributes: Mapping[str, str | int]) -> Iterator[trace.Span]:
-    with _tracer.start_as_current_span(
-        name,
-        attributes=dict(attributes),
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
+def engine_span(name: str, attributes: Mapping[str, str | int]) -> Iterator[SpanHandle]:
+    if not _opener:
+        yield _IGNORED
+        return
+    with _opener[0](name, attributes) as span:
         try:
             yield span
-        except Exception as exc:
-            kind = exc.category.value if isinstance(exc, EngineError) else type(exc).__name__
-            span.set_status(trace.Status(trace.StatusCode.ERROR, kind))
-            span.set_attribute("error.type", kind)
+        except EngineError as exc:
+            span.set_attribute("error.type", exc.category.value)
             raise

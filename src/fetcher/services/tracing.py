@@ -16,7 +16,7 @@ value: callers pass counts, engines, names of fixed sets, and texts already reda
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Final
 
 from opentelemetry import context as otel_context
@@ -24,7 +24,8 @@ from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from fetcher.engine.spans import DB_SYSTEM as _ENGINE_DB_SYSTEM
+from fetcher.engine.kit import DB_SYSTEM as _ENGINE_DB_SYSTEM
+from fetcher.engine.kit import SpanHandle, set_span_opener
 
 __all__ = [
     "DB_SYSTEM",
@@ -57,6 +58,7 @@ def enable_tracing(enabled: bool = True) -> None:
     """Called once by the tracing adapter after it installed the SDK's provider (and by tests,
     which turn it off again)."""
     _state["enabled"] = enabled
+    set_span_opener(_engine_span if enabled else None)
 
 
 def tracing_enabled() -> bool:
@@ -94,6 +96,13 @@ def span(
             if status is None or status.status_code is StatusCode.UNSET:
                 current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             raise
+
+
+def _engine_span(
+    name: str, attributes: Mapping[str, str | int]
+) -> AbstractContextManager[SpanHandle]:
+    """The engine's spans (plan, one per datasource) are this module's spans."""
+    return span(name, attributes=attributes)
 
 
 def mark_failed(target: Span, redacted_text: str, error_type: str = "") -> None:

@@ -13,6 +13,8 @@ from opentelemetry.trace import INVALID_SPAN, StatusCode
 
 from fetcher.cli.logs import JsonFormatter
 from fetcher.crypto import Redactor
+from fetcher.engine import EngineError, ErrorCategory
+from fetcher.engine.spans import engine_span
 from fetcher.services.tracing import (
     current_trace_ids,
     extracted_context,
@@ -126,3 +128,21 @@ def test_log_lines_inside_a_span_carry_its_ids() -> None:
     assert inside["span_id"] == format(context.span_id, "016x")
     assert re.fullmatch(r"[0-9a-f]{32}", str(inside["trace_id"]))
     assert re.fullmatch(r"[0-9a-f]{16}", str(inside["span_id"]))
+
+
+def test_engine_spans_follow_the_switch() -> None:
+    """The stdlib-only engine opens spans through the services' opener while tracing is on,
+    and through nothing at all while it is off."""
+    with engine_span("off", {"fetcher.table_count": 1}) as ignored:
+        ignored.set_attribute("fetcher.row_count", 3)
+    with recording() as recorded:
+        with (
+            pytest.raises(EngineError),
+            engine_span("on", {"fetcher.table_count": 1}),
+        ):
+            raise EngineError(ErrorCategory.CONNECT, "failed to connect to datasource 'x'")
+        on = recorded.named("on")
+    assert [s.name for s in recorded.spans()] == ["on"]
+    assert on.attributes is not None
+    assert on.attributes["error.type"] == "connect"
+    assert (on.status.status_code, on.status.description) == (StatusCode.ERROR, "EngineError")

@@ -29,6 +29,19 @@ async def test_the_worker_continues_the_managers_trace(world: World) -> None:
     job = await world.store.get_job(job_id, tenant="")
     assert job is not None
     assert job.status == "completed"
+    # The engine's spans (stdlib-only engine, through the services' span opener).
+    extract, plan = recorded.named("extract pg"), recorded.named("plan")
+    assert extract.attributes is not None
+    assert dict(extract.attributes) == {
+        "db.system": "postgresql",
+        "fetcher.datasource": "pg",
+        "fetcher.table_count": 1,
+        "fetcher.row_count": 2,
+    }
+    wrapper = recorded.named("extract, encrypt and upload")
+    assert extract.parent is not None
+    assert plan.parent is not None
+    assert extract.parent.span_id == plan.parent.span_id == wrapper.context.span_id
 
 
 @pytest.mark.parametrize("traceparent", [None, FORGED, "not-a-traceparent"])
