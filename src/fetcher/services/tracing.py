@@ -6,8 +6,8 @@ Until then :func:`span` is a plain ``yield`` of the invalid span: no context is 
 object is allocated per call, so tracing off costs one boolean test per span site.
 
 Propagation is W3C Trace Context only (``traceparent``/``tracestate``), whatever
-``OTEL_PROPAGATORS`` says: those two headers are what the work message and the job events
-carry (never baggage, which could smuggle request data into a queue).
+``OTEL_PROPAGATORS`` says: those two headers are what the work message carries (never
+baggage, which could smuggle request data into a queue).
 
 Attributes never hold a value read from a source, a password, a host's credentials or a filter
 value: callers pass counts, engines, names of fixed sets, and texts already redacted (§8.7).
@@ -39,10 +39,9 @@ __all__ = [
     "mark_failed",
     "span",
     "trace_headers",
-    "tracing_enabled",
 ]
 
-#: The headers a work message and a job event may carry, outside every signed set (§7.3).
+#: The headers a work message carries, outside the §7.3 signed set.
 TRACE_HEADERS: Final = ("traceparent", "tracestate")
 
 AttributeValue = str | bool | int | float
@@ -59,10 +58,6 @@ def enable_tracing(enabled: bool = True) -> None:
     which turn it off again)."""
     _state["enabled"] = enabled
     set_span_opener(_engine_span if enabled else None)
-
-
-def tracing_enabled() -> bool:
-    return _state["enabled"]
 
 
 @contextmanager
