@@ -28,6 +28,7 @@ from fetcher.adapters.objectstore.local import LocalObjectStore
 from fetcher.adapters.spool import EncryptedSpoolFactory
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
+from fetcher.adapters.tracing import install_tracing  # re-exported: hosts never import adapters
 from fetcher.crypto import Redactor
 from fetcher.engine import DEFAULT_LIMITS, ConnectionDescriptor, ConnectorRegistry, Engine, Limits
 from fetcher.services.connection_catalog import ConnectionCatalog
@@ -79,6 +80,7 @@ __all__ = [
     "WorkerParts",
     "assemble_runtime",
     "build_runtime",
+    "install_tracing",
 ]
 
 #: A readiness probe (§2.10): returns normally when up, raises with a reason when down.

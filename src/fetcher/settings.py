@@ -24,6 +24,7 @@ from fetcher.services.internal_datasources import (
     parse_internal_datasources,
     parse_internal_tenants,
 )
+from fetcher.settings_tracing import TracingSettingRefused, TracingSettings, read_tracing_settings
 
 __all__ = [
     "AuthMode",
@@ -145,6 +146,10 @@ class Settings:
     auth: AuthSettings = field(default_factory=AuthSettings)
     #: §12.5 ``MULTI_TENANT_ENABLED``.
     multi_tenant: bool = False
+    #: ``TRACING_ENABLED`` and ``OTEL_*`` (issue 22, docs/tracing.md).
+    tracing: TracingSettings = field(default_factory=TracingSettings)
+    #: ``ACCESS_LOG`` (issue 22): one info line per Manager HTTP request; default on.
+    access_log: bool = True
 
     @property
     def sqlite_path(self) -> str | None:
@@ -196,15 +201,8 @@ class _Reader:
         host, port = self._server_address()
         internal = self._internal_datasources(mode, database_url)
         internal_tenants = self._internal_tenants(multi_tenant)
-        secrets += tuple(
-            s
-            for s in (
-                _url_password(database_url),
-                rabbit.password if rabbit else None,
-                storage.secret_key,
-            )
-            if s
-        )
+        tracing = self._tracing(mode)
+        secrets += _connection_secrets(database_url, rabbit, storage, tracing)
         return Settings(
             mode=mode,
             keys=keys,
@@ -241,7 +239,16 @@ class _Reader:
             internal_tenants=internal_tenants,
             auth=auth,
             multi_tenant=multi_tenant,
+            tracing=tracing,
+            access_log=self.boolean("ACCESS_LOG", True),
         )
+
+    def _tracing(self, mode: Mode) -> TracingSettings:
+        """Issue 22: ``TRACING_ENABLED`` and ``OTEL_*``; a malformed value refuses the start."""
+        try:
+            return read_tracing_settings(self.env, mode=mode.value)
+        except TracingSettingRefused as exc:
+            raise StartupRefused(str(exc)) from None
 
     def _auth(self, mode: Mode, multi_tenant: bool) -> AuthSettings:
         """§9.3 rows 3–5 (the Manager and embedded mode; the Worker verifies no tokens)."""
@@ -453,6 +460,23 @@ def _hs256_key(text: str) -> bytes | None:
     except (binascii.Error, ValueError):
         return None
     return key if len(key) >= 32 else None
+
+
+def _connection_secrets(
+    database_url: str,
+    rabbit: RabbitSettings | None,
+    storage: ObjectStorageSettings,
+    tracing: TracingSettings,
+) -> tuple[str, ...]:
+    """The passwords and keys of the process's own connections (§9.2: never logged), the
+    OTLP exporter's header values included (a collector token, issue 22)."""
+    found = (
+        _url_password(database_url),
+        rabbit.password if rabbit else None,
+        storage.secret_key,
+        *tracing.headers.values(),
+    )
+    return tuple(s for s in found if s)
 
 
 def _url_password(url: str) -> str | None:

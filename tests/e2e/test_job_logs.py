@@ -53,7 +53,18 @@ async def test_one_grep_follows_a_job_through_manager_and_worker(stack: Stack) -
         assert line["job_id"] == job_id, line
         assert line["level"] == "info", line
 
-    assert [line["event"] for line in manager_lines] == ["job created", "work message published"]
+    # Issue 22: the request's access line ends it, and carries the job it created too.
+    assert [line["event"] for line in manager_lines] == [
+        "job created",
+        "work message published",
+        "http request",
+    ]
+    access = manager_lines.pop()
+    assert (access["logger"], access["route"], access["status"]) == (
+        "fetcher.access",
+        "/v1/fetcher",
+        202,
+    )
     for line in manager_lines:
         assert line["logger"] == "fetcher.services.jobs"
         assert (line["request_id"], line["product"], line["connection_id"]) == (

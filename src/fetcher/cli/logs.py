@@ -9,6 +9,8 @@ One line per record, one JSON object per line::
   ``critical``), ``event`` (the message), ``logger`` and ``env`` (``ENV_NAME``) come first;
 * then the bound context of :mod:`fetcher.services.log_context` (``request_id``, ``job_id``,
   ``connection_id``, ``product``, ``tenant``, ``sub``), then the ``extra=`` fields of the call;
+* ``trace_id`` and ``span_id`` (32 and 16 lowercase hex) on every line logged inside a span
+  while tracing is on (issue 22), so a line leads to its trace and a span to its lines;
 * ``exception`` holds a traceback, when there is one.
 
 Every string value passes through the redactor, whose step 1 knows the process's secrets
@@ -29,6 +31,7 @@ from datetime import UTC, datetime
 
 from fetcher.crypto import Redactor
 from fetcher.services.log_context import current_log_context
+from fetcher.services.tracing import current_trace_ids
 
 __all__ = ["JsonFormatter", "configure_logging"]
 
@@ -39,7 +42,7 @@ _LEVELS = {
     "warning": logging.WARNING,
     "error": logging.ERROR,
 }
-_FIXED = ("ts", "level", "event", "logger", "env", "exception")
+_FIXED = ("ts", "level", "event", "logger", "env", "trace_id", "span_id", "exception")
 #: Attributes every LogRecord has; anything else on a record came from ``extra=``.
 _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
@@ -77,6 +80,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "env": self._env,
         }
+        ids = current_trace_ids()
+        if ids is not None:  # hex digits only: nothing to redact
+            entry["trace_id"], entry["span_id"] = ids
         fields = {**current_log_context()}
         fields.update((k, v) for k, v in vars(record).items() if k not in _RECORD_ATTRIBUTES)
         for key, value in fields.items():

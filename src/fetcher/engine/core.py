@@ -13,6 +13,7 @@ from fetcher.engine.planner import Plan, plan_request
 from fetcher.engine.ports import ConnectorRegistry, ResultSink, SpoolFactory
 from fetcher.engine.reuse import ReusedConnectors
 from fetcher.engine.runner import execute_plan
+from fetcher.engine.spans import engine_span
 from fetcher.engine.spool import MemorySpoolFactory
 
 __all__ = ["Engine"]
@@ -105,7 +106,8 @@ class Engine:
         async with ReusedConnectors(self._registry, keep) as registry:
             try:
                 async with asyncio.timeout_at(deadline_at):
-                    plan = await self._plan(request, connections, registry)
+                    with engine_span("plan", {"fetcher.datasource_count": len(connections)}):
+                        plan = await self._plan(request, connections, registry)
             except TimeoutError:
                 raise EngineError(
                     ErrorCategory.TIMEOUT, "execution exceeded its deadline"

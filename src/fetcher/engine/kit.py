@@ -41,6 +41,7 @@ from fetcher.engine.names import (
     static_default_schema,
 )
 from fetcher.engine.ports import Row, TableQuery
+from fetcher.engine.spans import DB_SYSTEM, SpanHandle, SpanOpener, set_span_opener
 from fetcher.engine.types import Column, DiscoveredSchema, EngineType, TableSchema, TypeFamily
 from fetcher.engine.values import (
     ExactNumber,
@@ -64,6 +65,10 @@ from fetcher.engine.values import (
 )
 
 __all__ = [
+    "DB_SYSTEM",
+    "SpanHandle",
+    "SpanOpener",
+    "set_span_opener",
     # what crosses the ports
     "Row",
     "ROW_DEPTH",

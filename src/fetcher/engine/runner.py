@@ -37,6 +37,7 @@ from fetcher.engine.errors import EngineError, ErrorCategory, JsonDepthError
 from fetcher.engine.model import ExtractionResult
 from fetcher.engine.planner import DatasourcePlan, Plan
 from fetcher.engine.ports import ConnectorRegistry, ResultSink, Spool, SpoolFactory
+from fetcher.engine.spans import DB_SYSTEM, engine_span
 
 __all__ = ["execute_plan", "extract_to_spools", "size_limit_error"]
 
@@ -144,18 +145,25 @@ async def _extract_datasource(
     registry: ConnectorRegistry,
     guard: _SizeGuard,
 ) -> None:
-    async with registry.connector_for(datasource.connection) as connector:
-        for table in datasource.tables:
-            await writer.open_table(table.key)
-            try:
-                async for batch in connector.stream(table.query):
-                    await writer.write_rows(batch)
-                    guard.check()
-            except JsonDepthError as exc:  # the writer refused a value (see the module)
-                located = exc.located(table=table.query.table.label)
-                raise located.query_error(datasource.name) from None
-            await writer.close_table()
-    await writer.close()
+    attributes: dict[str, str | int] = {
+        "db.system": DB_SYSTEM[datasource.connection.type],
+        "fetcher.datasource": datasource.name,
+        "fetcher.table_count": len(datasource.tables),
+    }
+    with engine_span(f"extract {datasource.name}", attributes) as span:
+        async with registry.connector_for(datasource.connection) as connector:
+            for table in datasource.tables:
+                await writer.open_table(table.key)
+                try:
+                    async for batch in connector.stream(table.query):
+                        await writer.write_rows(batch)
+                        guard.check()
+                except JsonDepthError as exc:  # the writer refused a value (see the module)
+                    located = exc.located(table=table.query.table.label)
+                    raise located.query_error(datasource.name) from None
+                await writer.close_table()
+        await writer.close()
+        span.set_attribute("fetcher.row_count", writer.row_count)
 
 
 def _first_engine_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

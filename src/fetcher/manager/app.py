@@ -34,6 +34,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
+from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import HTMLResponse, Response
 from starlette.staticfiles import StaticFiles
@@ -48,6 +49,7 @@ from fetcher.manager.middleware import FetcherMiddleware
 from fetcher.manager.openapi import declare_security, list_parameters, request_components
 from fetcher.manager.responses import error_response
 from fetcher.manager.routes import connections, console, events, jobs, operational
+from fetcher.manager.telemetry import TelemetryMiddleware
 from fetcher.services.errors import ApiError, invalid_payload
 from fetcher.services.ports import StoreUnavailableError
 from fetcher.settings import Mode
@@ -190,6 +192,18 @@ def _install_docs(app: FastAPI) -> None:
     app.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False)
 
 
+#: FastAPI's own OpenTelemetry spans, metrics and logs stay off: they would record exception
+#: messages (which may hold what no span may, §8.7) and read ``OTEL_*`` past our validation.
+#: The server span is ``manager/telemetry.py``'s (issue 22).
+_NO_FRAMEWORK_TELEMETRY: TelemetryConfig = {
+    "tracing": False,
+    "metrics": False,
+    "logs": False,
+    "operation_spans": False,
+    "auto_configure": False,
+}
+
+
 def create_app(runtime: Runtime) -> FastAPI:
     """The Manager application over ``runtime`` (routes read it from ``app.state``), guarded
     by ``runtime.authenticator`` (§12.1; ``None``: every caller is anonymous)."""
@@ -201,6 +215,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         openapi_url="/openapi.json",
         docs_url=None,  # served by _install_docs, from local assets
         redoc_url=None,
+        telemetry=_NO_FRAMEWORK_TELEMETRY,
     )
     app.state.runtime = runtime
     app.state.authenticator = runtime.authenticator
@@ -209,6 +224,8 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(console.router)  # /console: not in /openapi.json
     _install_docs(app)
     _install_handlers(app)
+    # Inner to FetcherMiddleware (added first): the request ID is bound when it runs.
+    app.add_middleware(TelemetryMiddleware, access_log_enabled=runtime.settings.access_log)
     app.add_middleware(
         FetcherMiddleware,
         metrics=runtime.metrics,

@@ -43,6 +43,7 @@ from fetcher.services.records import JobRecord
 from fetcher.services.runtime_ports import ObjectStore, ObjectWriter
 from fetcher.services.ssrf import BlockedHostError, HostResolutionError, pin_descriptor
 from fetcher.services.timeutil import SystemClock
+from fetcher.services.tracing import current_span, mark_failed, span
 
 __all__ = ["ExtractionService", "object_key"]
 
@@ -148,7 +149,7 @@ class ExtractionService:
         Returns the terminal status written (or ``"lost"`` when the job vanished). Every line
         logged meanwhile carries the job's ID, product and connection IDs.
         """
-        with log_context(job_id=job_id):
+        with log_context(job_id=job_id), span("run job", attributes={"fetcher.job_id": job_id}):
             return await self._run_claimed(job_id, tenant)
 
     async def _run_claimed(self, job_id: str, tenant: str) -> str:
@@ -316,6 +317,22 @@ class ExtractionService:
         ``target``'s key, sealed and MACed with its key set (the job's tenant's); the object
         exists only if this returns."""
         key, keys = target
+        with span("extract, encrypt and upload") as current:
+            result, result_hmac = await self._stream_object(
+                request, connections, (key, keys), start_storage_clock
+            )
+            current.set_attribute("fetcher.object.size_bytes", result.size_bytes)
+            current.set_attribute("fetcher.row_count", result.row_count)
+        return result, result_hmac
+
+    async def _stream_object(
+        self,
+        request: ExtractionRequest,
+        connections: Mapping[str, ConnectionDescriptor],
+        target: tuple[str, KeySet],
+        start_storage_clock: Callable[[], None],
+    ) -> tuple[ExtractionResult, str]:
+        key, keys = target
         async with AsyncExitStack() as stack:
 
             async def open_writer() -> ObjectWriter:
@@ -345,9 +362,10 @@ class ExtractionService:
             self.events, job.id, job.metadata_json, summary, now, tenant=job.tenant
         )
         try:
-            done = await self.store.complete_job(
-                job.id, result_path=key, result_hmac=result_hmac, completed_at=now, event=event
-            )
+            with span("record job.completed", attributes={"fetcher.row_count": summary.row_count}):
+                done = await self.store.complete_job(
+                    job.id, result_path=key, result_hmac=result_hmac, completed_at=now, event=event
+                )
         except Exception:
             log.exception("recording completion of job %s failed", job.id)
             return await self._fail(job, RECORD_FAILED)
@@ -361,9 +379,11 @@ class ExtractionService:
     async def _fail(self, job: JobRecord, error: str) -> str:
         now = self.clock.now()
         event = failed_event(self.events, job.id, job.metadata_json, error, now, tenant=job.tenant)
-        done = await self.store.fail_job(
-            job.id, from_statuses=("processing",), error=error, completed_at=now, event=event
-        )
+        mark_failed(current_span(), error)  # the job's span: ``error`` is the redacted §4.5 text
+        with span("record job.failed"):
+            done = await self.store.fail_job(
+                job.id, from_statuses=("processing",), error=error, completed_at=now, event=event
+            )
         if done:
             self.on_commit()
             log.info("job failed: %s", error, extra=LOG_REDACTED)  # the redacted §4.5 text

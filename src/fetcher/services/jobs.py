@@ -33,6 +33,7 @@ from fetcher.services.records import ConnectionRecord, JobRecord, normalized_sou
 from fetcher.services.responses import JobAccepted, JobResponse, shape
 from fetcher.services.runtime_ports import WorkPublisher
 from fetcher.services.timeutil import SystemClock, format_ms, new_id
+from fetcher.services.tracing import DB_SYSTEM, SpanKind, span, trace_headers
 from fetcher.services.work_messages import work_message_body, work_message_headers
 
 __all__ = ["JobService", "job_response"]
@@ -112,7 +113,8 @@ class JobService:
         self, body: Mapping[str, object], *, request_id: str, principal: Principal
     ) -> tuple[dict[str, object], bool]:
         """Returns the §2.8 body and whether a new job was created (202) or matched (200)."""
-        job = validate_job_request(body, max_limits=self.max_limits, principal=principal)
+        with span("validate job"):
+            job = validate_job_request(body, max_limits=self.max_limits, principal=principal)
         tenant = principal.tenant
         existing = await self._dedup_match(job.request_hash, tenant)
         if existing is not None:
@@ -121,16 +123,9 @@ class JobService:
         self._check_ownership(job, stored)
         await self._live_test(stored)
         record = self._record(job, stored, request_id, principal)
-        for _attempt in range(2):
-            try:
-                await self.store.insert_job(record)
-                break
-            except ActiveDuplicateError:
-                existing = await self._dedup_match(job.request_hash, tenant)
-                if existing is not None and existing.status in ("pending", "processing"):
-                    return self._duplicate(existing)
-        else:
-            raise ApiError("FET-0002", "active duplicate vanished twice")
+        existing = await self._insert(record, job.request_hash, tenant)
+        if existing is not None:
+            return self._duplicate(existing)
         ids = id_list(record.connection_ids.values())
         bind_log_context(job_id=record.id, product=job.source, connection_id=ids)
         log.info("job created")
@@ -138,6 +133,20 @@ class JobService:
         log.info("work message published")
         self.metrics.jobs_created.labels("created").inc()
         return _accepted(record, duplicate=False), True
+
+    async def _insert(self, record: JobRecord, request_hash: str, tenant: str) -> JobRecord | None:
+        """§3.6 step 15: store the pending job; an active duplicate stored meanwhile wins
+        (returned). Its span is the job's write, which the work message's publish follows."""
+        with span("store job", attributes={"db.operation.name": "INSERT"}):
+            for _attempt in range(2):
+                try:
+                    await self.store.insert_job(record)
+                    return None
+                except ActiveDuplicateError:
+                    existing = await self._dedup_match(request_hash, tenant)
+                    if existing is not None and existing.status in ("pending", "processing"):
+                        return existing
+            raise ApiError("FET-0002", "active duplicate vanished twice")
 
     def _duplicate(self, job: JobRecord) -> tuple[dict[str, object], bool]:
         self.metrics.jobs_created.labels("duplicate").inc()
@@ -196,8 +205,13 @@ class JobService:
         gate = asyncio.Semaphore(LIVE_TEST_CONCURRENCY)
 
         async def one(record: ConnectionRecord) -> bool:
+            attributes = {"db.system": DB_SYSTEM.get(record.type, "other_sql")}
+            attributes["fetcher.datasource"] = record.config_name
             async with gate:
-                return await self.tester.probe(record)
+                with span(f"test connection {record.config_name}", attributes=attributes) as s:
+                    ok = await self.tester.probe(record)
+                    s.set_attribute("fetcher.connection.available", ok)
+                    return ok
 
         names = sorted(stored)
         results = await asyncio.gather(*(one(stored[n]) for n in names))
@@ -236,7 +250,7 @@ class JobService:
             self.internal_key, job, body, routing_key=self.work_queue, request_id=request_id
         )
         try:
-            await self.publisher.publish_work(body, headers)
+            await self._send(body, headers)
         except Exception:
             log.exception("work message publish failed", extra={"job_id": job.id})
             now = self.clock.now()
@@ -253,6 +267,18 @@ class JobService:
             raise ApiError(
                 "FET-0003", "The service is temporarily unavailable. Please try again later."
             ) from None
+
+    async def _send(self, body: bytes, headers: dict[str, str | int]) -> None:
+        """The publish span (messaging semantic conventions); the Worker continues its trace
+        from ``traceparent``, which travels outside the §7.3 signed set."""
+        attributes: dict[str, str | int] = {
+            "messaging.system": "rabbitmq",
+            "messaging.operation.type": "send",
+            "messaging.destination.name": self.work_queue,
+            "messaging.message.body.size": len(body),
+        }
+        with span(f"send {self.work_queue}", kind=SpanKind.PRODUCER, attributes=attributes):
+            await self.publisher.publish_work(body, {**headers, **trace_headers()})
 
 
 def _missing(message: str) -> ApiError:

@@ -32,6 +32,7 @@ from fetcher.services.metrics import Metrics
 from fetcher.services.ports import JobStore, StoreUnavailableError
 from fetcher.services.runtime_ports import Delivery, WorkPublisher
 from fetcher.services.timeutil import SystemClock
+from fetcher.services.tracing import SpanKind, extracted_context, span
 from fetcher.services.work_messages import TENANT_HEADER, signed_work_headers
 
 __all__ = ["WorkHandler"]
@@ -128,7 +129,21 @@ class WorkHandler:
     multi_tenant: bool = False
 
     async def handle(self, delivery: Delivery) -> None:
-        """Handle one delivery completely (including the job it starts)."""
+        """Handle one delivery completely (including the job it starts), in one consumer span
+        that continues the Manager's trace when the message carries a valid ``traceparent``
+        (outside the signed set: a forged one can only misplace the span, issue 22)."""
+        attributes: dict[str, str | int] = {
+            "messaging.system": "rabbitmq",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": delivery.routing_key,
+            "messaging.message.body.size": len(delivery.body),
+        }
+        parent = extracted_context(delivery.headers)
+        name = f"process {delivery.routing_key}"
+        with span(name, kind=SpanKind.CONSUMER, attributes=attributes, parent=parent):
+            await self._handle(delivery)
+
+    async def _handle(self, delivery: Delivery) -> None:
         try:
             admitted = await self._admit(delivery)
         except _Rejected as rejected:
@@ -204,12 +219,14 @@ class WorkHandler:
         request_id = str(delivery.headers.get("x-request-id") or "")[:128]
         bind_log_context(job_id=job_id, request_id=request_id)
         try:
-            job = await self.store.get_job(job_id, tenant=tenant)
-            if job is None:  # §12.5: another tenant's job is an unknown job
-                log.warning("work message for unknown job %s dropped", job_id)
-                await delivery.ack()
-                return False
-            claimed = await self.store.claim_job(job_id, self.clock.now())
+            with span("claim job", attributes={"fetcher.job_id": job_id}) as claim:
+                job = await self.store.get_job(job_id, tenant=tenant)
+                if job is None:  # §12.5: another tenant's job is an unknown job
+                    log.warning("work message for unknown job %s dropped", job_id)
+                    await delivery.ack()
+                    return False
+                claimed = await self.store.claim_job(job_id, self.clock.now())
+                claim.set_attribute("fetcher.claimed", claimed)
         except StoreUnavailableError:
             await self._retry(delivery, tenant)
             return False
