@@ -42,18 +42,12 @@ from tests.e2e.harness import (
     eventually,
     unique,
 )
+from tests.sqlite_views import SLOW_SQLITE_VIEW
 
 pytestmark = E2E
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 CONNECTIONS = "/v1/management/connections"
-#: A view whose one row needs hours (tests/e2e/test_sqlite_timeouts.py): a job over it runs
-#: until its deadline, long enough to be seen running, then fails.
-SLOW_VIEW = """
-CREATE VIEW slow AS
-WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000000000)
-SELECT count(*) AS n FROM c
-"""
 SLOW_JOB_SECONDS = 8
 #: Events in the longer feed, and how many the event page shows (events.js SHOWN).
 FEED_JOBS = 64
@@ -98,7 +92,7 @@ async def scene(tmp_path: Path) -> AsyncIterator[Scene]:
     database = samples / "ledger.db"
     build_sample_database(database)
     with contextlib.closing(sqlite3.connect(database)) as db:
-        db.execute(SLOW_VIEW)
+        db.execute(SLOW_SQLITE_VIEW)
         db.commit()
     async with (
         embedded_fetcher(tmp_path, SQLITE_ALLOWED_DIR=str(samples)) as process,

@@ -23,16 +23,11 @@ from fetcher.adapters.sql.sqlite import SQLITE_READ_THREADS
 from fetcher.cli.demo_data import build_sample_database
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import embedded_fetcher, eventually
+from tests.sqlite_views import SLOW_SQLITE_VIEW
 
 pytestmark = E2E
 
 CONNECTION = "slow_ledger"
-#: A view whose one row needs ~10^12 recursion steps: hours, unless interrupted.
-SLOW_VIEW = """
-CREATE VIEW slow AS
-WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000000000)
-SELECT count(*) AS n FROM c
-"""
 TIMEOUT_SECONDS = 1
 #: Generous bounds: the deadline is 1 s; a job that kept running would take hours.
 FAIL_WITHIN = 20.0
@@ -46,7 +41,7 @@ async def embedded(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     database = allowed / "ledger.db"
     build_sample_database(database)
     db = sqlite3.connect(database)
-    db.execute(SLOW_VIEW)
+    db.execute(SLOW_SQLITE_VIEW)
     db.commit()
     db.close()
     async with (

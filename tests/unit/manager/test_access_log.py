@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,10 +10,9 @@ import jwt
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from fetcher.cli.logs import JsonFormatter
-from fetcher.crypto import Redactor
 from tests.fakes.jwks_harness import SECRET, auth_app, secret_env
 from tests.fakes.jwks_server import claims
+from tests.json_lines import JsonLines, json_lines
 from tests.spans import recording
 from tests.unit.manager.conftest import Harness, HarnessFactory
 
@@ -24,33 +21,15 @@ PARENT_TRACE = "0af7651916cd43dd8448eb211c80319c"
 TRACEPARENT = f"00-{PARENT_TRACE}-b7ad6b7169203331-01"
 
 
-class Lines(logging.Handler):
-    """The production formatter's lines of the ``fetcher.access`` logger, in memory."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.setFormatter(JsonFormatter(Redactor(), "test"))
-        self.lines: list[dict[str, object]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(json.loads(self.format(record)))
-
-
 @pytest.fixture
-def access() -> Iterator[Lines]:
-    handler = Lines()
-    logger = logging.getLogger("fetcher.access")
-    previous = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
+def access() -> Iterator[JsonLines]:
+    with json_lines("fetcher.access") as collected:
+        yield collected
 
 
-async def test_one_info_line_per_request_with_the_route_template(h: Harness, access: Lines) -> None:
+async def test_one_info_line_per_request_with_the_route_template(
+    h: Harness, access: JsonLines
+) -> None:
     created = await h.create_ok()
     response = await h.client.get(f"{C}/{created['id']}")
     assert response.status_code == 200
@@ -69,7 +48,7 @@ async def test_one_info_line_per_request_with_the_route_template(h: Harness, acc
     assert len(access.lines) == 2  # the create and the read, one line each
 
 
-async def test_unmatched_routes_and_errors_are_logged(h: Harness, access: Lines) -> None:
+async def test_unmatched_routes_and_errors_are_logged(h: Harness, access: JsonLines) -> None:
     response = await h.client.get("/v1/nowhere")
     assert response.status_code == 404
     [line] = access.lines
@@ -77,13 +56,15 @@ async def test_unmatched_routes_and_errors_are_logged(h: Harness, access: Lines)
 
 
 @pytest.mark.parametrize("path", ["/health", "/readyz", "/metrics"])
-async def test_probes_and_the_scrape_are_debug(h: Harness, access: Lines, path: str) -> None:
+async def test_probes_and_the_scrape_are_debug(h: Harness, access: JsonLines, path: str) -> None:
     await h.client.get(path)
     [line] = access.lines
     assert (line["level"], line["path"]) == ("debug", path)
 
 
-async def test_access_log_false_writes_no_line(make_harness: HarnessFactory, access: Lines) -> None:
+async def test_access_log_false_writes_no_line(
+    make_harness: HarnessFactory, access: JsonLines
+) -> None:
     h = await make_harness(env={"ACCESS_LOG": "false"})
     await h.create_ok()
     await h.client.get(C)
@@ -91,7 +72,7 @@ async def test_access_log_false_writes_no_line(make_harness: HarnessFactory, acc
 
 
 async def test_the_line_names_sub_and_tenant_when_authenticated(
-    tmp_path: Path, access: Lines
+    tmp_path: Path, access: JsonLines
 ) -> None:
     token = jwt.encode(claims(sub="carol"), SECRET, algorithm="HS256")
     async with auth_app(tmp_path, secret_env()) as app:
@@ -104,7 +85,9 @@ async def test_the_line_names_sub_and_tenant_when_authenticated(
     assert (refused["status"], "sub" in refused) == (401, False)
 
 
-async def test_the_server_span_continues_an_incoming_traceparent(h: Harness, access: Lines) -> None:
+async def test_the_server_span_continues_an_incoming_traceparent(
+    h: Harness, access: JsonLines
+) -> None:
     with recording() as recorded:
         created = await h.create_ok()
         response = await h.client.get(f"{C}/{created['id']}", headers={"traceparent": TRACEPARENT})

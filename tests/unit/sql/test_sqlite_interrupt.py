@@ -16,14 +16,9 @@ from fetcher.adapters.sql import sqlite as sqlite_module
 from fetcher.adapters.sql.sqlite import SQLITE_READ_THREADS, SqliteConnector, sqlite_busy_threads
 from fetcher.engine.ports import TableQuery
 from fetcher.engine.types import Column, DiscoveredSchema, TableSchema, TypeFamily
+from tests.sqlite_views import SLOW_SQLITE_VIEW
 from tests.unit.sql.helpers import descriptor
 
-# A view whose first row needs ~10^12 recursion steps: hours, unless interrupted.
-SLOW_VIEW = """
-CREATE VIEW slow AS
-WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000000000)
-SELECT count(*) AS n FROM c
-"""
 #: Generous: an interrupted statement stops within milliseconds.
 RELEASE_SECONDS = 5.0
 
@@ -32,7 +27,7 @@ RELEASE_SECONDS = 5.0
 def slow_database(allowed_dir: Path) -> Path:
     path = allowed_dir / "slow.db"
     db = sqlite3.connect(path)
-    db.execute(SLOW_VIEW)
+    db.execute(SLOW_SQLITE_VIEW)
     db.commit()
     db.close()
     return path
