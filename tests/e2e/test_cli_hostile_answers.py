@@ -20,7 +20,9 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -80,26 +82,46 @@ def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     }
 
 
+#: Spawns ``argv[2:]``, reaps it with ``wait4`` and writes its ``ru_maxrss`` (KiB) to
+#: ``argv[1]``. A process's peak RSS includes what it had before ``exec``: a CLI forked straight
+#: from pytest (hundreds of MiB late in a full run) would report pytest's size, so the CLI is
+#: spawned from this small interpreter instead.
+_MEASURE = """
+import os, sys
+pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as report:
+    report.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def fetcher(env: dict[str, str], *args: str, timeout: float = 60) -> Run:
-    """Run ``fetcher args…`` and reap it with ``wait4``: its own peak RSS (``ru_maxrss``)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    """Run ``fetcher args…`` and read its own peak RSS (``ru_maxrss`` from ``wait4``)."""
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryDirectory() as scratch,
+    ):
+        report = Path(scratch) / "maxrss"
         process = subprocess.Popen(  # noqa: S603 - our own console script, fixed argv
-            [FETCHER_BIN, *args], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+            [sys.executable, "-c", _MEASURE, str(report), FETCHER_BIN, *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,  # a timeout ends the CLI with its launcher
         )
-        deadline = time.monotonic() + timeout
-        while True:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                process.kill()
-                process.wait()
-                pytest.fail(f"fetcher {args[:2]} did not finish in {timeout} s")
-            time.sleep(0.02)
-        process.returncode = os.waitstatus_to_exitcode(status)
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            pytest.fail(f"fetcher {args[:2]} did not finish in {timeout} s")
         out.seek(0)
         err.seek(0)
-        return Run(process.returncode, out.read(), err.read().decode(), usage.ru_maxrss * 1024)
+        return Run(code, out.read(), err.read().decode(), int(report.read_text()) * 1024)
 
 
 def feed_item(cursor: int, body: bytes, **headers: str) -> dict[str, Any]:
