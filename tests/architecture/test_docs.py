@@ -224,9 +224,6 @@ def test_every_upper_case_name_a_page_mentions_exists_in_the_code(page: Path) ->
 
 # --- the command line ----------------------------------------------------------------------
 
-# These do their work whatever follows them (``demo --help`` runs the demo): their flags are
-# read from the usage of ``fetcher --help`` instead of being asked for.
-_NOT_RUN_FOR_HELP = frozenset({"run", "demo", "generate-master-key"})
 _COMMAND = re.compile(r"(?:^|[\s$(`])fetcher\s+([a-z][a-z-]*(?:\s+[a-z]+)?)([^\n;&)>`]*)", re.M)
 
 
@@ -251,7 +248,7 @@ def _commands() -> dict[str, frozenset[str]]:
     for line in filter(None, (line.strip() for line in usage.splitlines())):
         head = re.split(r"\s{2,}", line)[0]
         name = " ".join(w for w in head.split() if w[0] not in "[<")
-        text = head if name in _NOT_RUN_FOR_HELP else _help_text([*name.split(), "--help"])
+        text = _help_text([*name.split(), "--help"])
         commands[name] = frozenset(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", text))
     return commands
 

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one dispatch 
     if command == "generate-master-key":
         from fetcher.cli.keys import generate_master_key_command
 
-        return generate_master_key_command()
+        return generate_master_key_command(rest)
     if command == "dev-token":
         from fetcher.cli.dev_token import dev_token_command
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 - one dispatch 
     if command == "run":
         from fetcher.cli.run import run_command
 
-        return run_command(dict(os.environ))
+        return run_command(rest, dict(os.environ))
     if command == "demo":
         from fetcher.cli.demo import demo_command
 

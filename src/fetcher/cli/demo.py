@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from fetcher.cli.arguments import parse_or_exit_code
 from fetcher.cli.demo_data import build_sample_database
 from fetcher.cli.run import configured_settings, listen_socket, running, startup_refused
 from fetcher.cli.terminal import json_document_text, printable
@@ -45,7 +46,18 @@ def _say(title: str, detail: object = "") -> None:
 
 
 def demo_command(argv: list[str], env: dict[str, str]) -> int:
-    keep = "--keep" in argv
+    parsed = parse_or_exit_code(
+        "fetcher demo",
+        "Run embedded mode end to end on a sample SQLite ledger, through the HTTP API only; "
+        "exits non-zero if any step fails. Needs no server.",
+        argv,
+        lambda parser: parser.add_argument(
+            "--keep", action="store_true", help="leave the server running (Ctrl-C stops it)"
+        ),
+    )
+    if isinstance(parsed, int):
+        return parsed
+    keep = bool(parsed.keep)
     workdir = Path(tempfile.mkdtemp(prefix="fetcher-demo-"))
     sample_dir = workdir / "samples"
     sample_dir.mkdir()

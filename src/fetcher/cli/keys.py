@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
+from fetcher.cli.arguments import parse_or_exit_code
 from fetcher.crypto import (
     KeySet,
     MasterKeyError,
@@ -108,7 +110,14 @@ def derive_key_command(
     return 0
 
 
-def generate_master_key_command(stdout: TextIO = sys.stdout) -> int:
+def generate_master_key_command(argv: Sequence[str] = (), stdout: TextIO | None = None) -> int:
     """§1.5: standard base64 (with padding) of 32 random bytes, then a newline."""
-    stdout.write(generate_master_key() + "\n")
+    parsed = parse_or_exit_code(
+        "fetcher generate-master-key",
+        "Print a new random master key (APP_ENC_KEY): the standard base64 of 32 random bytes.",
+        argv,
+    )
+    if isinstance(parsed, int):
+        return parsed
+    (stdout or sys.stdout).write(generate_master_key() + "\n")
     return 0

@@ -18,7 +18,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 
 import h11
 import uvicorn
@@ -26,6 +26,7 @@ from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from fetcher.bootstrap import Lifecycle, Runtime, build_runtime, install_tracing
+from fetcher.cli.arguments import parse_or_exit_code
 from fetcher.cli.logs import configure_logging
 from fetcher.cli.startup import FrontApp
 from fetcher.crypto import Redactor
@@ -48,7 +49,16 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def run_command(env: dict[str, str]) -> int:
+def run_command(argv: Sequence[str], env: dict[str, str]) -> int:
+    parsed = parse_or_exit_code(
+        "fetcher run",
+        "Start the component FETCHER_MODE selects (manager, worker or embedded). Every setting "
+        "comes from the environment (docs/settings.md); a bad one prints 'startup refused: "
+        "<reason>' and exits 1 before any port opens.",
+        argv,
+    )
+    if isinstance(parsed, int):
+        return parsed
     try:
         return asyncio.run(_serve_until_signal(configured_settings(env)))
     except StartupRefused as refusal:
