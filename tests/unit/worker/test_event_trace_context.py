@@ -82,6 +82,19 @@ async def test_tracing_off_stores_null_and_sends_no_header(world: World) -> None
     assert not [s for s in recorded.spans() if s.kind is SpanKind.PRODUCER]
 
 
+async def test_a_malformed_stored_value_never_reaches_a_header(world: World) -> None:
+    with recording():
+        await _run_job(world)
+    await world.store._run(  # written by hand, bypassing the record's check
+        lambda conn: conn.execute(
+            "UPDATE outbox SET traceparent = ?, tracestate = 'k=v'", (TRACEPARENT + "\r\nx: y",)
+        )
+    )
+    await world.relay.drain_all()
+    [(_, _, headers)] = world.publisher.events
+    assert not [name for name in headers if "trace" in name]
+
+
 def _event(**trace: str | None) -> OutboxEvent:
     return OutboxEvent(
         ce_id="fetcher.job.failed.j",
