@@ -11,8 +11,10 @@ from datetime import UTC, datetime
 import pytest
 from opentelemetry.trace import SpanKind
 
+from fetcher.services.errors import ApiError
 from fetcher.services.events import event_trace_headers
 from fetcher.services.records import OutboxEvent
+from fetcher.services.tracing import span
 from tests.spans import recording
 from tests.unit.worker.conftest import EXCHANGE, World
 
@@ -69,6 +71,35 @@ async def test_a_failed_job_event_carries_the_trace_too(world: World) -> None:
     [(routing_key, _, headers)] = world.publisher.events
     assert routing_key == "job.failed"
     assert headers["ce-traceparent"].split("-")[1] == format(record.context.trace_id, "032x")
+
+
+async def test_a_job_failed_by_the_manager_carries_the_requests_trace(world: World) -> None:
+    """The work message could not be published: the Manager fails the job (§4.3) and its
+    event carries the request's trace."""
+    world.publisher.fail = True
+    with recording(), span("POST /v1/fetcher") as request, pytest.raises(ApiError):
+        await world.submit(MAPPED)
+    world.publisher.fail = False
+    await world.relay.drain_all()
+    [(routing_key, _, headers)] = world.publisher.events
+    assert routing_key == "job.failed"
+    trace_id = format(request.get_span_context().trace_id, "032x")
+    assert headers["ce-traceparent"].startswith(f"00-{trace_id}-")
+
+
+async def test_an_unsampled_job_sends_its_unsampled_context(world: World) -> None:
+    """Sampled or not, the job's valid context is sent (as the work message's is), so a
+    consumer's parent-based sampler agrees with the job's decision; nothing is recorded."""
+    await world.submit(MAPPED)
+    delivery = world.delivery()
+    delivery.headers["traceparent"] = TRACEPARENT[:-2] + "00"
+    with recording() as recorded:
+        await world.handler.handle(delivery)
+        await world.relay.drain_all()
+    [(_, _, headers)] = world.publisher.events
+    assert headers["ce-traceparent"].startswith("00-0af7651916cd43dd8448eb211c80319c-")
+    assert headers["ce-traceparent"].endswith("-00")
+    assert not recorded.spans()
 
 
 async def test_tracing_off_stores_null_and_sends_no_header(world: World) -> None:
