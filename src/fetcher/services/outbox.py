@@ -139,7 +139,7 @@ class OutboxRelay:
 
     def _span(self, event: OutboxEvent) -> AbstractContextManager[object]:
         """The producer span of one publish (messaging semantic conventions), child of the
-        stored trace context; none for a row stored without one (tracing off, unsampled)."""
+        stored trace context; none for a row stored without one (tracing off, the reaper)."""
         stored = {"traceparent": event.traceparent, "tracestate": event.tracestate}
         parent = extracted_context({k: v for k, v in stored.items() if v is not None})
         if parent is None:

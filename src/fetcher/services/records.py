@@ -141,7 +141,7 @@ class OutboxEvent:
     headers with ``ce-time`` = ``created_at`` (§2.12), in the given order.
 
     ``traceparent``/``tracestate`` are the job's W3C trace context at its terminal transition
-    (``None`` with tracing off or no sampled span): stored apart from ``headers`` (the feed
+    (``None`` with tracing off or no valid current span): stored apart from ``headers`` (the feed
     shows the eleven §8.4 headers only) and sent as ``ce-traceparent``/``ce-tracestate`` on
     every publish. A malformed value is refused here, so none can be stored or sent.
     """

@@ -123,8 +123,9 @@ def trace_headers() -> dict[str, str]:
 
 def with_trace_context(event: OutboxEvent) -> OutboxEvent:
     """``event`` with the current span's ``traceparent`` (and ``tracestate``) to store with
-    its outbox row; unchanged with tracing off or no sampled span. Only a well-formed W3C
-    value is kept (the propagator writes one; the check guards what reaches a header)."""
+    its outbox row; unchanged with tracing off or no valid span. An unsampled span's context
+    is kept (flags ``00``), as the work message propagates it. Only a well-formed W3C value
+    is kept (the propagator writes one; the check guards what reaches a header)."""
     carrier = trace_headers()
     traceparent = carrier.get("traceparent")
     if not valid_traceparent(traceparent):
