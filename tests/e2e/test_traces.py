@@ -9,14 +9,24 @@ protobuf ``ExportTraceServiceRequest`` bodies the real exporter sent.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from tests.e2e.conftest import E2E, SOURCE_CONFIG, SOURCE_PASSWORD
-from tests.e2e.harness import PRODUCT, DatabaseFactory, FetcherProcess, Stack, eventually, unique
+from tests.e2e.harness import (
+    PRODUCT,
+    DatabaseFactory,
+    FetcherProcess,
+    Stack,
+    assert_envelope,
+    eventually,
+    unique,
+)
 from tests.otlp_receiver import OtlpReceiver, ReceivedSpan, span_tree
 
 pytestmark = E2E
@@ -99,7 +109,7 @@ async def test_one_job_is_one_trace_across_both_processes(
     parent/child order, down to the stored object; no span holds the connection's password,
     the filter value or a row value."""
     _, base_url = traced_manager
-    queue = stack.names.work_queue
+    queue, exchange = stack.names.work_queue, stack.names.events_exchange
     body = {
         "dataRequest": {
             "mappedFields": {SOURCE_CONFIG: {"public.accounts": ["id", "email", "balance"]}},
@@ -125,10 +135,11 @@ async def test_one_job_is_one_trace_across_both_processes(
             "extract, encrypt and upload",
             f"extract {SOURCE_CONFIG}",
             "record job.completed",
+            f"publish {exchange}",
         }
         spans = await job_trace(receiver, INCOMING_TRACE, names)
     print(span_tree(spans, durations=True))  # docs/tracing.md's sample (pytest -s)
-    assert span_tree(spans) == JOB_TREE.format(queue=queue, ds=SOURCE_CONFIG)
+    assert span_tree(spans) == JOB_TREE.format(queue=queue, ds=SOURCE_CONFIG, exchange=exchange)
     named = by_name(spans)
     request = named["POST /v1/fetcher"]
     assert (request.parent_span_id, request.kind) == (INCOMING_PARENT, SERVER)
@@ -148,6 +159,7 @@ async def test_one_job_is_one_trace_across_both_processes(
         ("plan", "extract, encrypt and upload"),
         (f"extract {SOURCE_CONFIG}", "extract, encrypt and upload"),
         ("record job.completed", "run job"),
+        (f"publish {exchange}", "record job.completed"),  # the outbox relay's publish
     ]:
         assert_child(named, child, parent)
         assert named[child].service == "fetcher-worker"
@@ -159,10 +171,29 @@ async def test_one_job_is_one_trace_across_both_processes(
     assert named["run job"].attributes["fetcher.job_id"] == job_id
     assert all(s.status_code != 2 for s in spans), [s.name for s in spans if s.status_code == 2]
     assert_nothing_leaks(spans, (SOURCE_PASSWORD, *ROW_VALUES))
+    await assert_event_traced(stack, job_id, "completed", named["record job.completed"])
+    publish = named[f"publish {exchange}"]
+    assert publish.kind == PRODUCER
+    assert publish.attributes["messaging.destination.name"] == exchange
+    assert publish.attributes["messaging.rabbitmq.destination.routing_key"] == "job.completed"
     # Logs join traces: the lines logged inside a span name it (trace_id, span_id).
     assert_logged_in(manager, "job created", request.trace_id, named["POST /v1/fetcher"])
     assert_logged_in(manager, "http request", request.trace_id, named["POST /v1/fetcher"])
     assert_logged_in(worker, "job claimed", request.trace_id, named[f"process {queue}"])
+
+
+async def assert_event_traced(stack: Stack, job_id: str, status: str, record: ReceivedSpan) -> None:
+    """The job's event carries the terminal transition's trace context as the CloudEvents
+    distributed-tracing extension, outside the §8.5 signed set: without it, the event is
+    exactly the §8.4/§8.5 envelope and its signature still verifies."""
+    event = await stack.broker.collector.wait_for(job_id, f"job.{status}")
+    headers = dict(event.headers)
+    traceparent = headers.pop("ce-traceparent")
+    assert re.fullmatch(f"00-{record.trace_id}-{record.span_id}-0[13]", str(traceparent)), (
+        traceparent
+    )
+    assert "ce-tracestate" not in headers
+    assert_envelope(stack, replace(event, headers=headers), status)
 
 
 def assert_logged_in(
@@ -184,6 +215,7 @@ fetcher-manager: POST /v1/fetcher
           fetcher-worker: extract {ds}
           fetcher-worker: plan
         fetcher-worker: record job.completed
+          fetcher-worker: publish {exchange}
   fetcher-manager: store job
   fetcher-manager: test connection {ds}
   fetcher-manager: validate job"""
@@ -226,5 +258,6 @@ async def test_a_failed_job_has_an_error_span_with_the_redacted_text(
     assert (run.status_code, run.status_message) == (2, job["metadata"]["error"])
     assert run.status_message.startswith(f"failed to connect to datasource '{config}'")
     assert_child(named, "record job.failed", "run job")
+    await assert_event_traced(stack, job_id, "failed", named["record job.failed"])
     address = f"{doomed.host}:{doomed.port}"
     assert_nothing_leaks(spans, (SOURCE_PASSWORD, address))

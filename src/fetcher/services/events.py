@@ -26,6 +26,7 @@ __all__ = [
     "CompletedResult",
     "EventContext",
     "completed_event",
+    "event_trace_headers",
     "failed_event",
     "signed_headers",
     "tenant_of",
@@ -156,6 +157,19 @@ def _event(
         headers=_headers(ctx, event_type, job_id, at, tenant=tenant),
         created_at=at,
     )
+
+
+def event_trace_headers(event: OutboxEvent) -> dict[str, str]:
+    """The CloudEvents distributed-tracing extension of ``event`` (issue 22): its stored
+    ``traceparent``/``tracestate`` as ``ce-traceparent``/``ce-tracestate``, the ``ce-``
+    prefix of the other binary-mode headers (§8.4). Outside the §8.5 signed set; empty for
+    an event stored without a trace context (the record refuses a malformed one)."""
+    if event.traceparent is None:
+        return {}
+    headers = {"ce-traceparent": event.traceparent}
+    if event.tracestate is not None:
+        headers["ce-tracestate"] = event.tracestate
+    return headers
 
 
 def signed_headers(

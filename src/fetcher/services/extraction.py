@@ -43,7 +43,7 @@ from fetcher.services.records import JobRecord
 from fetcher.services.runtime_ports import ObjectStore, ObjectWriter
 from fetcher.services.ssrf import BlockedHostError, HostResolutionError, pin_descriptor
 from fetcher.services.timeutil import SystemClock
-from fetcher.services.tracing import current_span, mark_failed, span
+from fetcher.services.tracing import current_span, mark_failed, span, with_trace_context
 
 __all__ = ["ExtractionService", "object_key"]
 
@@ -364,7 +364,11 @@ class ExtractionService:
         try:
             with span("record job.completed", attributes={"fetcher.row_count": summary.row_count}):
                 done = await self.store.complete_job(
-                    job.id, result_path=key, result_hmac=result_hmac, completed_at=now, event=event
+                    job.id,
+                    result_path=key,
+                    result_hmac=result_hmac,
+                    completed_at=now,
+                    event=with_trace_context(event),
                 )
         except Exception:
             log.exception("recording completion of job %s failed", job.id)
@@ -382,7 +386,11 @@ class ExtractionService:
         mark_failed(current_span(), error)  # the job's span: ``error`` is the redacted §4.5 text
         with span("record job.failed"):
             done = await self.store.fail_job(
-                job.id, from_statuses=("processing",), error=error, completed_at=now, event=event
+                job.id,
+                from_statuses=("processing",),
+                error=error,
+                completed_at=now,
+                event=with_trace_context(event),
             )
         if done:
             self.on_commit()

@@ -33,7 +33,13 @@ from fetcher.services.records import ConnectionRecord, JobRecord, normalized_sou
 from fetcher.services.responses import JobAccepted, JobResponse, shape
 from fetcher.services.runtime_ports import WorkPublisher
 from fetcher.services.timeutil import SystemClock, format_ms, new_id
-from fetcher.services.tracing import DB_SYSTEM, SpanKind, span, trace_headers
+from fetcher.services.tracing import (
+    DB_SYSTEM,
+    SpanKind,
+    span,
+    trace_headers,
+    with_trace_context,
+)
 from fetcher.services.work_messages import work_message_body, work_message_headers
 
 __all__ = ["JobService", "job_response"]
@@ -262,7 +268,7 @@ class JobService:
                 from_statuses=("pending",),
                 error=PUBLISH_FAILED,
                 completed_at=now,
-                event=event,
+                event=with_trace_context(event),
             )
             raise ApiError(
                 "FET-0003", "The service is temporarily unavailable. Please try again later."

@@ -8,6 +8,12 @@ at-least-once with a stable ``ce-id``.
 
 Each row is signed with its tenant's external key (§8.5, §12.5), the tenant read from the
 headers stored with the row (``X-Tenant-ID``; absent for the tenant ``""``).
+
+A row stored with its job's trace context (issue 22) is published with it as the CloudEvents
+distributed-tracing extension, ``ce-traceparent`` (and ``ce-tracestate``), outside the §8.5
+signed set, the same stored value on every (re-)emission; the publish itself is a
+``publish <exchange>`` producer span, child of that context, so the job's trace ends with
+its event's publish. A row without one is published with neither header nor span.
 """
 
 from __future__ import annotations
@@ -15,16 +21,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from fetcher.crypto import KeySet
-from fetcher.services.events import signed_headers
+from fetcher.services.events import event_trace_headers, signed_headers
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import Outbox
-from fetcher.services.records import OutboxRow
+from fetcher.services.records import OutboxEvent, OutboxRow
 from fetcher.services.runtime_ports import EventPublisher
 from fetcher.services.timeutil import SystemClock
+from fetcher.services.tracing import AttributeValue, SpanKind, extracted_context, span
 
 __all__ = ["OutboxRelay"]
 
@@ -118,11 +126,33 @@ class OutboxRelay:
             emitted_at=self.clock.now(),
             t=int(time.time()),
         )
+        headers.update(event_trace_headers(event))
         try:
-            await self.publisher.publish_event(event.routing_key, event.body, headers)
+            with self._span(event):
+                await self.publisher.publish_event(event.routing_key, event.body, headers)
         except Exception as exc:
             log.warning("event %s not published yet: %s", event.ce_id, exc)
             return False
         self.metrics.events_published.labels(event.event_type).inc()
         log.info("event %s published", event.routing_key, extra={"job_id": event.job_id})
         return True
+
+    def _span(self, event: OutboxEvent) -> AbstractContextManager[object]:
+        """The producer span of one publish (messaging semantic conventions), child of the
+        stored trace context; none for a row stored without one (tracing off, the reaper)."""
+        stored = {"traceparent": event.traceparent, "tracestate": event.tracestate}
+        parent = extracted_context({k: v for k, v in stored.items() if v is not None})
+        if parent is None:
+            return nullcontext()
+        attributes: dict[str, AttributeValue] = {
+            "messaging.system": "rabbitmq",
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "publish",
+            "messaging.destination.name": self.exchange,
+            "messaging.rabbitmq.destination.routing_key": event.routing_key,
+            "messaging.message.id": event.ce_id,
+            "messaging.message.body.size": len(event.body),
+        }
+        return span(
+            f"publish {self.exchange}", kind=SpanKind.PRODUCER, attributes=attributes, parent=parent
+        )

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Literal
 
+from fetcher.services.trace_context import valid_traceparent, valid_tracestate
+
 __all__ = [
     "ACTIVE_STATUSES",
     "JobStatus",
@@ -137,6 +139,11 @@ class OutboxEvent:
     ``ce_id`` is ``fetcher.job.<status>.<job_id>`` (§8.4) and is unique in the outbox. ``body``
     is the exact payload bytes (§8.2, §8.3); ``headers`` are the eleven §8.4 CloudEvents
     headers with ``ce-time`` = ``created_at`` (§2.12), in the given order.
+
+    ``traceparent``/``tracestate`` are the job's W3C trace context at its terminal transition
+    (``None`` with tracing off or no valid current span): stored apart from ``headers`` (the feed
+    shows the eleven §8.4 headers only) and sent as ``ce-traceparent``/``ce-tracestate`` on
+    every publish. A malformed value is refused here, so none can be stored or sent.
     """
 
     ce_id: str
@@ -146,6 +153,16 @@ class OutboxEvent:
     body: bytes
     headers: dict[str, str]
     created_at: datetime
+    traceparent: str | None = field(default=None, kw_only=True)
+    tracestate: str | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.traceparent is not None and not valid_traceparent(self.traceparent):
+            raise ValueError("traceparent is not a W3C version-00 trace context")
+        if self.tracestate is not None and (
+            self.traceparent is None or not valid_tracestate(self.tracestate)
+        ):
+            raise ValueError("tracestate is not a W3C tracestate of a stored traceparent")
 
 
 _EVENT_FIELDS = tuple(f.name for f in fields(OutboxEvent))

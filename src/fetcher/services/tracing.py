@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from typing import Final
 
 from opentelemetry import context as otel_context
@@ -26,6 +27,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from fetcher.engine.kit import DB_SYSTEM as _ENGINE_DB_SYSTEM
 from fetcher.engine.kit import SpanHandle, set_span_opener
+from fetcher.services.records import OutboxEvent
+from fetcher.services.trace_context import valid_traceparent, valid_tracestate
 
 __all__ = [
     "DB_SYSTEM",
@@ -39,6 +42,7 @@ __all__ = [
     "mark_failed",
     "span",
     "trace_headers",
+    "with_trace_context",
 ]
 
 #: The headers a work message carries, outside the §7.3 signed set.
@@ -115,6 +119,23 @@ def trace_headers() -> dict[str, str]:
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier)
     return {k: v for k, v in carrier.items() if k in TRACE_HEADERS}
+
+
+def with_trace_context(event: OutboxEvent) -> OutboxEvent:
+    """``event`` with the current span's ``traceparent`` (and ``tracestate``) to store with
+    its outbox row; unchanged with tracing off or no valid span. An unsampled span's context
+    is kept (flags ``00``), as the work message propagates it. Only a well-formed W3C value
+    is kept (the propagator writes one; the check guards what reaches a header)."""
+    carrier = trace_headers()
+    traceparent = carrier.get("traceparent")
+    if not valid_traceparent(traceparent):
+        return event
+    tracestate = carrier.get("tracestate")
+    return replace(
+        event,
+        traceparent=traceparent,
+        tracestate=tracestate if valid_tracestate(tracestate) else None,
+    )
 
 
 def extracted_context(headers: Mapping[str, object]) -> otel_context.Context | None:

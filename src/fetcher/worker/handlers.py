@@ -32,7 +32,7 @@ from fetcher.services.metrics import Metrics
 from fetcher.services.ports import JobStore, StoreUnavailableError
 from fetcher.services.runtime_ports import Delivery, WorkPublisher
 from fetcher.services.timeutil import SystemClock
-from fetcher.services.tracing import SpanKind, extracted_context, span
+from fetcher.services.tracing import SpanKind, extracted_context, span, with_trace_context
 from fetcher.services.work_messages import TENANT_HEADER, signed_work_headers
 
 __all__ = ["WorkHandler"]
@@ -282,7 +282,11 @@ class WorkHandler:
                 self.events, job.id, job.metadata_json, error, now, tenant=job.tenant
             )
             if await self.store.fail_job(
-                job.id, from_statuses=("pending",), error=error, completed_at=now, event=event
+                job.id,
+                from_statuses=("pending",),
+                error=error,
+                completed_at=now,
+                event=with_trace_context(event),
             ):
                 self.extraction.on_commit()
         except StoreUnavailableError:

@@ -90,6 +90,26 @@ def test_amqp_bytes_and_integer_header_values_are_accepted() -> None:
 
 
 @pytest.mark.parametrize(
+    "extension",
+    [
+        {"ce-traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+        {
+            "ce-traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "ce-tracestate": "congo=t61rcWkgMzE",
+        },
+        {"ce-traceparent": b"not a traceparent", "x-vendor": 7},
+    ],
+)
+def test_extension_headers_outside_the_signed_set_are_accepted(
+    extension: dict[str, object],
+) -> None:
+    """Issue 22: an event may carry the CloudEvents distributed-tracing extension (or any
+    other unsigned header); the kit neither requires nor checks it, and still verifies."""
+    headers: dict[str, object] = {**signed(KEYS, "completed", BODY), **extension}
+    assert isinstance(verify(headers), JobCompleted)
+
+
+@pytest.mark.parametrize(
     "header", ["t", "signature-version", "x-message-signature", "ce-id", "ce-tenantid"]
 )
 def test_missing_header(header: str) -> None:

@@ -28,6 +28,7 @@ from fetcher.services.records import (
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 MS = timedelta(milliseconds=1)
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 MAPPED = '{"pg_main":{"public.accounts":["id","email"]}}'
 
 
@@ -554,6 +555,30 @@ class StoreContract:
         )
         assert [r.job_id for r in failed] == [records[3].id]
         assert await store.read_feed(after=seqs[-1], limit=10, tenant="", products=None) == []
+
+    async def test_outbox_row_keeps_its_trace_context(self, store: MetadataStore) -> None:
+        """Issue 22: the terminal transition's trace context is stored with the row, read
+        back by the relay's claim and the feed alike; an untraced row reads back NULL."""
+        traced_job = await processing_job(store, "t1")
+        plain_job = await processing_job(store, "t2")
+        traced = replace(
+            event(traced_job.id, "failed", T0 + MS), traceparent=TRACEPARENT, tracestate="v=1"
+        )
+        for record, stored in ((traced_job, traced), (plain_job, event(plain_job.id, "failed"))):
+            assert await store.fail_job(
+                record.id,
+                from_statuses=["processing"],
+                error="boom",
+                completed_at=T0 + MS,
+                event=stored,
+            )
+        await store.assign_feed_seq()
+        async with store.claim_unsent(created_before=T0 + 10 * MS, limit=10) as batch:
+            claimed = {r.job_id: (r.traceparent, r.tracestate) for r in batch.rows}
+        assert claimed == {traced_job.id: (TRACEPARENT, "v=1"), plain_job.id: (None, None)}
+        feed = await store.read_feed(after=0, limit=10, tenant="", products=None)
+        assert [r.event() for r in feed] == [traced, event(plain_job.id, "failed")]
+        assert "ce-traceparent" not in feed[0].headers  # the feed's eleven §8.4 headers
 
     async def test_claim_commits_marks_when_the_body_raises(self, store: MetadataStore) -> None:
         for i in range(2):

@@ -29,6 +29,7 @@ from fetcher.services.records import (
     normalized_source,
 )
 from fetcher.services.timeutil import format_ms, truncate_ms
+from fetcher.services.trace_context import valid_traceparent, valid_tracestate
 
 __all__ = [
     "CONNECTION_COLUMNS",
@@ -285,6 +286,8 @@ def event_params(event: OutboxEvent, ts: Callable[[datetime], Any]) -> dict[str,
         "body": bytes(event.body),
         "headers_json": json.dumps(event.headers, ensure_ascii=False),
         "created_at": ts(event.created_at),
+        "traceparent": event.traceparent,
+        "tracestate": event.tracestate,
     }
 
 
@@ -302,4 +305,16 @@ def outbox_from_row(row: Mapping[str, Any], ts: TimestampReader) -> OutboxRow:
         created_at=ts(row["created_at"]),
         sent_at=_opt_ts(row["sent_at"], ts),
         tenant=row["tenant_id"],
+        **_trace_context(row["traceparent"], row["tracestate"]),
     )
+
+
+def _trace_context(traceparent: object, tracestate: object) -> dict[str, str | None]:
+    """The stored trace context, or none: a value that is not well-formed W3C (written by
+    hand, say) is dropped rather than jam the relay; the row is still published, untraced."""
+    if not valid_traceparent(traceparent):
+        return {"traceparent": None, "tracestate": None}
+    return {
+        "traceparent": cast(str, traceparent),
+        "tracestate": cast(str, tracestate) if valid_tracestate(tracestate) else None,
+    }

@@ -31,7 +31,8 @@ from fetcher.services.records import (
 NEVER = "1 = 0"
 #: The outbox columns after ``id`` and the feed sequence.
 _OUTBOX_REST = (
-    "ce_id, job_id, event_type, routing_key, body, headers_json, created_at, sent_at, tenant_id"
+    "ce_id, job_id, event_type, routing_key, body, headers_json, created_at, sent_at, tenant_id,"
+    " traceparent, tracestate"
 )
 _ACTIVE = "status IN ('pending', 'processing')"
 _LIVE_CONNECTION = "tenant_id = :tenant AND deleted_at IS NULL"
@@ -282,8 +283,9 @@ def insert_event(d: Dialect, event: OutboxEvent) -> Statement:
     """The outbox row of ``event``, with its job's tenant and product (§12.4, §12.5)."""
     return Statement(
         "INSERT INTO outbox (ce_id, job_id, event_type, routing_key, body, headers_json,"
-        " created_at, tenant_id, product) SELECT :ce_id, :job_id, :event_type, :routing_key,"
-        " :body, :headers_json, :created_at, tenant_id, product FROM jobs WHERE id = :job_id",
+        " created_at, traceparent, tracestate, tenant_id, product) SELECT :ce_id, :job_id,"
+        " :event_type, :routing_key, :body, :headers_json, :created_at, :traceparent,"
+        " :tracestate, tenant_id, product FROM jobs WHERE id = :job_id",
         c.event_params(event, d.ts),
     )
 
