@@ -221,12 +221,8 @@ async def test_events_tail_follows_a_rotated_token_file(tmp_path: Path) -> None:
     allowed.mkdir()
     build_sample_database(allowed / "ledger.db")
     admin = await asyncio.to_thread(dev_token, "--sub", SUB, "--scope", "fetcher:admin")
-    short = await asyncio.to_thread(
-        dev_token, "--sub", "tail", "--scope", "fetcher:events:read", "--ttl", "3s"
-    )
     rotated = await asyncio.to_thread(dev_token, "--sub", "tail", "--scope", "fetcher:events:read")
     token_file = tmp_path / "token"
-    token_file.write_text(short + "\n")
     async with embedded_fetcher(
         tmp_path, SQLITE_ALLOWED_DIR=str(allowed), AUTH_LEEWAY_SECONDS="0", **AUTH
     ) as process:
@@ -248,6 +244,12 @@ async def test_events_tail_follows_a_rotated_token_file(tmp_path: Path) -> None:
                 return api.wait(job, timeout=60)["id"]
 
         jobs = [await asyncio.to_thread(submit, 1)]
+        # Minted only now, so that a slow start of the process or of the first job cannot use
+        # up its life before the tail's first request (it did once in CI with 3 s from the top).
+        short = await asyncio.to_thread(
+            dev_token, "--sub", "tail", "--scope", "fetcher:events:read", "--ttl", "5s"
+        )
+        token_file.write_text(short + "\n")
         tail = await asyncio.create_subprocess_exec(
             FETCHER_BIN,
             *("events", "tail", "--feed", url, "--after", "0", "--count", "3"),
