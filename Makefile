@@ -3,12 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Python that ships outside the package: the image's health check, compose's bucket creator.
-DEPLOY_PY := deploy/container/fetcher-healthcheck deploy/compose/create-bucket.py
+# Python that ships outside the package: the image's health check, compose's bucket creator,
+# the build's setup.py (the optional C extension).
+DEPLOY_PY := deploy/container/fetcher-healthcheck deploy/compose/create-bucket.py setup.py
 
 .PHONY: install demo test test-unit lint bench clean image
 
-$(STAMP): pyproject.toml constraints.txt
+# setup.py and the C source: an edited extension is rebuilt by `make install` (pip install -e).
+$(STAMP): pyproject.toml constraints.txt setup.py src/fetcher/adapters/_json_layout.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'

@@ -1,0 +1,7 @@
+# The C extension _json_layout.c (optional: absent when built without a C compiler).
+# Its API and contract: fetcher.adapters.json_layout.
+from collections.abc import Sequence
+
+def layout_rows(
+    texts: Sequence[bytes | bytearray | memoryview | str], depth: int, max_depth: int, /
+) -> bytes | None: ...
