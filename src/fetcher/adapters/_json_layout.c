@@ -24,9 +24,17 @@
  *   others as \u00xx in lower case), numbers copied exactly as received (after checking the
  *   JSON number grammar), {} and [] for empty containers.
  *
- * Robustness: every read is bounds-checked against the text's length; parsing and writing are
- * iterative with explicit stacks bounded by max_depth (no C recursion, so 10^6 nested brackets
- * only cost the walk to the bound); every size computation is checked for overflow; the GIL is
+ * One pass per text: values are written while they are parsed. An object's members are written
+ * in the order they arrive, each remembered by its decoded key and the span of output it took;
+ * when the object closes and its keys were not strictly increasing, the spans are sorted by
+ * key (a duplicate declines) and copied back in that order, with the commas moved. Nested
+ * values are complete by then, and their indentation depends only on their level, so moving
+ * a span moves them as they are. Rows printed with their keys in order (json_build_object in
+ * key order) are never moved; a jsonb object (keys by length, then bytes) often is.
+ *
+ * Robustness: every read is bounds-checked against the text's length; parsing is iterative
+ * with an explicit stack bounded by max_depth (no C recursion, so 10^6 nested brackets only
+ * cost the walk to the bound); every size computation is checked for overflow; the GIL is
  * held throughout and no Python code runs, so the texts cannot change under the parser. Out of
  * memory raises MemoryError; wrong argument types raise TypeError/ValueError.
  */
@@ -40,43 +48,32 @@
 /* Outcome of every internal step. */
 enum { OK = 0, DECLINE = 1, NOMEM = 2 };
 
-enum { T_NULL, T_TRUE, T_FALSE, T_NUMBER, T_STRING, T_ARRAY, T_OBJECT };
-
-#define NO_NODE UINT32_MAX
 /* The caller's bounds on depth and max_depth: far beyond any use, small enough that indentation
  * arithmetic (2 * (depth + max_depth) + a few bytes) cannot overflow. */
 #define MAX_LEVEL_ARG (1 << 20)
 /* The largest first allocation of the result (64 MiB); it grows by doubling beyond. */
 #define GUESS_CAP ((size_t)1 << 26)
+/* Objects with at most this many members are sorted by insertion. */
+#define SMALL_OBJECT 16
 
-/* One parsed value. Offsets, not pointers: the buffers they point into may move as they grow.
- * A string value or key is either a slice of the source text (no escapes: it is its own
- * decoded UTF-8, and needs no escaping on output since '"', '\\' and controls cannot occur in
- * it raw) or, when it had escapes, its decoded bytes in the scratch buffer. */
+/* An open container: whether it is an object, how many items it has so far, and (objects)
+ * where its members' records start in State.members. */
 typedef struct {
-    size_t off;      /* number, string: where its text starts */
-    size_t len;      /* ... and its length */
-    size_t key_off;  /* member of an object: its key */
-    size_t key_len;
-    uint32_t next;   /* next element or member of the parent, NO_NODE after the last */
-    uint32_t first;  /* container: its first child (NO_NODE when empty) */
-    uint32_t count;  /* container: its number of children */
-    uint8_t type;
-    uint8_t decoded;     /* string value held in scratch */
-    uint8_t key_decoded; /* key held in scratch */
-} Node;
-
-/* An open container while parsing: its node and its last child so far. */
-typedef struct {
-    uint32_t node;
-    uint32_t last;
+    size_t first_member;
+    size_t count;
+    int is_object;
 } Frame;
 
-/* An object member while sorting by key. */
+/* A member of an open object: its decoded key (a source slice when it had no escapes, else
+ * scratch bytes: offsets, since both buffers may move) and the output it took, from the comma
+ * or line break before it to the end of its value. `key` is resolved when the object closes. */
 typedef struct {
+    size_t key_off;
+    size_t key_len;
+    size_t start;
+    size_t end;
     const unsigned char *key;
-    size_t len;
-    uint32_t node;
+    int key_decoded;
 } Member;
 
 typedef struct {
@@ -86,14 +83,14 @@ typedef struct {
     size_t pos;
     size_t max_depth;
     /* per-text buffers, reused from one text to the next */
-    Node *nodes;
-    size_t n_nodes, cap_nodes;
-    unsigned char *scratch;
+    unsigned char *scratch; /* decoded strings that had escapes */
     size_t n_scratch, cap_scratch;
     Frame *stack;
     size_t cap_stack;
     Member *members;
-    size_t cap_members;
+    size_t n_members, cap_members;
+    char *moved; /* an object's members while they are put in key order */
+    size_t cap_moved;
     /* the result */
     char *out;
     size_t n_out, cap_out;
@@ -177,6 +174,21 @@ init_tables(void)
     for (int c = 0; c < 256; c++) {
         string_stop[c] = (unsigned char)(c < 0x20 || c == '"' || c == '\\' || c >= 0x80);
     }
+}
+
+/* Whether 8 bytes hold a byte that ends the fast scan of a string (see string_stop): a zero
+ * byte of w ^ '"' or w ^ '\\', a byte below 0x20, or a byte with its high bit set. The
+ * classic zero-byte test ((x - 0x01..) & ~x & 0x80..) never misses one. */
+static inline int
+word_has_stop(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL;
+    const uint64_t highs = 0x8080808080808080ULL;
+    uint64_t quote = w ^ (ones * '"');
+    uint64_t backslash = w ^ (ones * '\\');
+    uint64_t found = ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
+                     ((w - ones * 0x20) & ~w) | w;
+    return (found & highs) != 0;
 }
 
 static inline int
@@ -292,7 +304,7 @@ put_utf8(unsigned char *d, uint32_t cp)
 /* A string whose opening quote is just before s->pos. Sets s->pos after its closing quote and
  * where its decoded text is: a source slice (*decoded = 0) or scratch bytes (*decoded = 1). */
 static int
-parse_string(State *s, size_t *off, size_t *len, uint8_t *decoded)
+parse_string(State *s, size_t *off, size_t *len, int *decoded)
 {
     const unsigned char *p = s->src;
     size_t n = s->len;
@@ -301,6 +313,15 @@ parse_string(State *s, size_t *off, size_t *len, uint8_t *decoded)
 
     /* Fast scan: no escape means the decoded text is the source slice. */
     for (;;) {
+        /* 8 bytes at a time while none needs a look (memcpy: an unaligned load) */
+        while (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            if (word_has_stop(w)) {
+                break;
+            }
+            i += 8;
+        }
         while (i < n && !string_stop[p[i]]) {
             i++;
         }
@@ -426,10 +447,77 @@ parse_string(State *s, size_t *off, size_t *len, uint8_t *decoded)
     return OK;
 }
 
-/* A number at s->pos, checked against the JSON grammar
- * -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?  and kept as its source text. */
+/* ---- writing ----------------------------------------------------------------------------- */
+
+/* §5.4 escapes of the bytes below 0x20 (others are written as they are, but '"' and '\\'). */
+static const char *const control_escapes[0x20] = {
+    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+    "\\b",     "\\t",     "\\n",     "\\u000b", "\\f",     "\\r",     "\\u000e", "\\u000f",
+    "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017",
+    "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+};
+
+/* A string literal of decoded UTF-8 bytes, or of a source slice without escapes (which holds
+ * nothing to escape: it is copied between quotes). */
 static int
-parse_number(State *s, Node *node)
+write_string(State *s, const unsigned char *text, size_t len, int decoded)
+{
+    if (!decoded) {
+        if (len > (size_t)PY_SSIZE_T_MAX - 2 || out_reserve(s, len + 2) != OK) {
+            return NOMEM;
+        }
+        out_byte(s, '"');
+        out_bytes(s, text, len);
+        out_byte(s, '"');
+        return OK;
+    }
+    /* at most 6 bytes per byte (\u00xx), plus the quotes */
+    if (len > ((size_t)PY_SSIZE_T_MAX - 2) / 6 || out_reserve(s, 6 * len + 2) != OK) {
+        return NOMEM;
+    }
+    char *d = s->out + s->n_out;
+    *d++ = '"';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = text[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *d++ = (char)c;
+        }
+        else if (c == '"' || c == '\\') {
+            *d++ = '\\';
+            *d++ = (char)c;
+        }
+        else {
+            const char *e = control_escapes[c];
+            size_t k = e[1] == 'u' ? 6 : 2;
+            memcpy(d, e, k);
+            d += k;
+        }
+    }
+    *d++ = '"';
+    s->n_out = (size_t)(d - s->out);
+    return OK;
+}
+
+/* A string value whose opening quote is just before s->pos, written. */
+static int
+string_value(State *s)
+{
+    size_t off, len;
+    int decoded;
+    size_t mark = s->n_scratch;
+    int r = parse_string(s, &off, &len, &decoded);
+    if (r != OK) {
+        return r;
+    }
+    r = write_string(s, (decoded ? s->scratch : s->src) + off, len, decoded);
+    s->n_scratch = mark; /* a value's decoded text is not needed once written */
+    return r;
+}
+
+/* A number at s->pos, checked against the JSON grammar
+ * -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?  and written as its source text. */
+static int
+number_value(State *s)
 {
     const unsigned char *p = s->src;
     size_t n = s->len;
@@ -472,37 +560,38 @@ parse_number(State *s, Node *node)
             i++;
         }
     }
-    node->type = T_NUMBER;
-    node->off = s->pos;
-    node->len = i - s->pos;
+    if (out_reserve(s, i - s->pos) != OK) {
+        return NOMEM;
+    }
+    out_bytes(s, p + s->pos, i - s->pos);
     s->pos = i;
     return OK;
 }
 
 static int
-parse_literal(State *s, Node *node, const char *word, size_t n, uint8_t type)
+literal_value(State *s, const char *word, size_t n)
 {
     if (s->len - s->pos < n || memcmp(s->src + s->pos, word, n) != 0) {
         return DECLINE;
     }
     s->pos += n;
-    node->type = type;
+    if (out_reserve(s, n) != OK) {
+        return NOMEM;
+    }
+    out_bytes(s, word, n);
     return OK;
-}
-
-static inline const unsigned char *
-key_of(const State *s, const Node *node)
-{
-    return (node->key_decoded ? s->scratch : s->src) + node->key_off;
 }
 
 /* Code point order of two keys: the byte order of their UTF-8, shorter first on a tie. */
 static inline int
 compare_keys(const unsigned char *a, size_t a_len, const unsigned char *b, size_t b_len)
 {
-    int c = memcmp(a, b, a_len < b_len ? a_len : b_len);
-    if (c != 0) {
-        return c;
+    size_t n = a_len < b_len ? a_len : b_len;
+    /* keys are short: a loop beats a call to memcmp, and they mostly differ early */
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] != b[i]) {
+            return a[i] < b[i] ? -1 : 1;
+        }
     }
     return a_len < b_len ? -1 : (a_len > b_len ? 1 : 0);
 }
@@ -511,155 +600,150 @@ static int
 compare_members(const void *a, const void *b)
 {
     const Member *x = a, *y = b;
-    return compare_keys(x->key, x->len, y->key, y->len);
+    return compare_keys(x->key, x->key_len, y->key, y->key_len);
 }
 
-/* A closed object: its members relinked in key order; DECLINE on a duplicate key. Most objects
- * arrive sorted (json_build_object in key order), which one pass confirms. */
+/* An object whose members were all written (the output ends with its last value): their spans
+ * put in key order when they are not already; DECLINE on a duplicate key. Its member records
+ * are then dropped. */
 static int
-finish_object(State *s, uint32_t object)
+order_members(State *s, size_t first)
 {
-    Node *nodes = s->nodes;
-    size_t count = nodes[object].count;
+    Member *m = s->members + first;
+    size_t count = s->n_members - first;
+    s->n_members = first;
     if (count < 2) {
         return OK;
     }
-    uint32_t a = nodes[object].first;
-    uint32_t b = nodes[a].next;
-    while (b != NO_NODE) {
-        if (compare_keys(key_of(s, &nodes[a]), nodes[a].key_len, key_of(s, &nodes[b]),
-                         nodes[b].key_len) >= 0) {
-            break;
-        }
-        a = b;
-        b = nodes[b].next;
+    for (size_t i = 0; i < count; i++) {
+        m[i].key = (m[i].key_decoded ? s->scratch : s->src) + m[i].key_off;
     }
-    if (b == NO_NODE) {
-        return OK; /* strictly increasing: sorted, and no key twice */
-    }
-    if (reserve((void **)&s->members, &s->cap_members, 0, count, sizeof(Member)) != OK) {
-        return NOMEM;
-    }
-    size_t i = 0;
-    for (uint32_t m = nodes[object].first; m != NO_NODE; m = nodes[m].next) {
-        s->members[i].key = key_of(s, &nodes[m]);
-        s->members[i].len = nodes[m].key_len;
-        s->members[i].node = m;
+    size_t i = 1;
+    while (i < count && compare_keys(m[i - 1].key, m[i - 1].key_len, m[i].key, m[i].key_len) < 0) {
         i++;
     }
-    qsort(s->members, count, sizeof(Member), compare_members);
+    if (i == count) {
+        return OK; /* strictly increasing: in order, and no key twice */
+    }
+    size_t base = m[0].start;
+    for (i = 0; i + 1 < count; i++) {
+        m[i].end = m[i + 1].start;
+    }
+    m[count - 1].end = s->n_out;
+    if (count <= SMALL_OBJECT) {
+        /* insertion sort: no call per comparison, no allocation (glibc's qsort may merge
+         * sort through a temporary buffer) */
+        for (i = 1; i < count; i++) {
+            Member moving = m[i];
+            size_t j = i;
+            while (j > 0 && compare_members(&m[j - 1], &moving) > 0) {
+                m[j] = m[j - 1];
+                j--;
+            }
+            m[j] = moving;
+        }
+    }
+    else {
+        qsort(m, count, sizeof(Member), compare_members);
+    }
     for (i = 1; i < count; i++) {
-        if (compare_members(&s->members[i - 1], &s->members[i]) == 0) {
+        if (compare_members(&m[i - 1], &m[i]) == 0) {
             return DECLINE; /* a duplicate key */
         }
     }
-    nodes[object].first = s->members[0].node;
-    for (i = 0; i + 1 < count; i++) {
-        nodes[s->members[i].node].next = s->members[i + 1].node;
+    /* Copy the members out and back in key order. Each span starts with "," (all but the
+     * object's first member as written) or directly with its line break: the comma is
+     * dropped and written again before every member but the new first. */
+    size_t total = s->n_out - base;
+    if (reserve((void **)&s->moved, &s->cap_moved, 0, total, 1) != OK) {
+        return NOMEM;
     }
-    nodes[s->members[count - 1].node].next = NO_NODE;
-    return OK;
+    memcpy(s->moved, s->out + base, total);
+    char *d = s->out + base;
+    for (i = 0; i < count; i++) {
+        const char *span = s->moved + (m[i].start - base);
+        size_t n = m[i].end - m[i].start;
+        if (m[i].start != base) {
+            span++; /* its comma */
+            n--;
+        }
+        if (i > 0) {
+            *d++ = ',';
+        }
+        memcpy(d, span, n);
+        d += n;
+    }
+    return OK; /* the same bytes in another order: the length is unchanged */
 }
 
-/* The whole text as a tree of nodes (node 0 is the value). Iterative: the open containers are
- * on s->stack, at most max_depth of them. */
+/* One JSON text (s->src) written at `level`. Iterative: the open containers are on s->stack,
+ * at most max_depth of them; `depth` counts them. */
 static int
-parse(State *s)
+layout_text(State *s, size_t level)
 {
     size_t depth = 0;
-    size_t key_off = 0, key_len = 0;
-    uint8_t key_decoded = 0;
     int r;
 
     s->pos = 0;
-    s->n_nodes = 0;
     s->n_scratch = 0;
+    s->n_members = 0;
 
 value:
     skip_ws(s);
     if (s->pos >= s->len) {
         return DECLINE;
     }
-    {
-        if (s->n_nodes >= (size_t)NO_NODE - 1) {
-            return DECLINE; /* more values than 32-bit indices count */
+    switch (s->src[s->pos]) {
+    case '{':
+    case '[': {
+        int is_object = s->src[s->pos] == '{';
+        if (depth >= s->max_depth) {
+            return DECLINE; /* deeper than the bound: the caller's path reports it */
         }
-        if (reserve((void **)&s->nodes, &s->cap_nodes, s->n_nodes, 1, sizeof(Node)) != OK) {
+        if (depth == s->cap_stack &&
+            reserve((void **)&s->stack, &s->cap_stack, depth, 1, sizeof(Frame)) != OK) {
             return NOMEM;
         }
-        uint32_t index = (uint32_t)s->n_nodes++;
-        Node *node = &s->nodes[index];
-        memset(node, 0, sizeof(Node));
-        node->next = NO_NODE;
-        node->first = NO_NODE;
-        if (depth > 0) {
-            Frame *frame = &s->stack[depth - 1];
-            Node *parent = &s->nodes[frame->node];
-            if (parent->type == T_OBJECT) {
-                node->key_off = key_off;
-                node->key_len = key_len;
-                node->key_decoded = key_decoded;
-            }
-            if (frame->last == NO_NODE) {
-                parent->first = index;
-            }
-            else {
-                s->nodes[frame->last].next = index;
-            }
-            frame->last = index;
-            parent->count++;
+        s->stack[depth].first_member = s->n_members;
+        s->stack[depth].count = 0;
+        s->stack[depth].is_object = is_object;
+        depth++;
+        s->pos++;
+        skip_ws(s);
+        if (out_reserve(s, 2) != OK) {
+            return NOMEM;
         }
-        unsigned char c = s->src[s->pos];
-        switch (c) {
-        case '{':
-        case '[': {
-            if (depth >= s->max_depth) {
-                return DECLINE; /* deeper than the bound: the caller's path reports it */
-            }
-            if (reserve((void **)&s->stack, &s->cap_stack, depth, 1, sizeof(Frame)) != OK) {
-                return NOMEM;
-            }
-            node = &s->nodes[index];
-            node->type = c == '{' ? T_OBJECT : T_ARRAY;
-            s->stack[depth].node = index;
-            s->stack[depth].last = NO_NODE;
-            depth++;
+        out_byte(s, is_object ? '{' : '[');
+        if (s->pos < s->len && s->src[s->pos] == (is_object ? '}' : ']')) {
             s->pos++;
-            skip_ws(s);
-            if (s->pos < s->len && s->src[s->pos] == (c == '{' ? '}' : ']')) {
-                s->pos++;
-                depth--; /* empty */
-                goto after;
-            }
-            if (c == '{') {
-                goto key;
-            }
-            goto value;
-        }
-        case '"':
-            s->pos++;
-            r = parse_string(s, &node->off, &node->len, &node->decoded);
-            if (r != OK) {
-                return r;
-            }
-            node->type = T_STRING;
+            depth--;
+            out_byte(s, is_object ? '}' : ']'); /* {} or [] */
             goto after;
-        case 't':
-            r = parse_literal(s, node, "true", 4, T_TRUE);
-            break;
-        case 'f':
-            r = parse_literal(s, node, "false", 5, T_FALSE);
-            break;
-        case 'n':
-            r = parse_literal(s, node, "null", 4, T_NULL);
-            break;
-        default:
-            r = parse_number(s, node);
-            break;
         }
-        if (r != OK) {
-            return r;
+        if (is_object) {
+            goto key;
         }
+        goto element;
+    }
+    case '"':
+        s->pos++;
+        r = string_value(s);
+        break;
+    case 't':
+        r = literal_value(s, "true", 4);
+        break;
+    case 'f':
+        r = literal_value(s, "false", 5);
+        break;
+    case 'n':
+        r = literal_value(s, "null", 4);
+        break;
+    default:
+        r = number_value(s);
+        break;
+    }
+    if (r != OK) {
+        return r;
     }
 
 after:
@@ -671,29 +755,44 @@ after:
         return DECLINE;
     }
     {
-        uint32_t open = s->stack[depth - 1].node;
-        int is_object = s->nodes[open].type == T_OBJECT;
+        Frame *frame = &s->stack[depth - 1];
         unsigned char c = s->src[s->pos++];
         if (c == ',') {
-            if (is_object) {
+            if (frame->is_object) {
                 goto key;
             }
-            goto value;
+            goto element;
         }
-        if (c != (is_object ? '}' : ']')) {
+        if (c != (frame->is_object ? '}' : ']')) {
             return DECLINE;
         }
-        depth--;
-        if (is_object) {
-            r = finish_object(s, open);
+        if (frame->is_object) {
+            r = order_members(s, frame->first_member);
             if (r != OK) {
                 return r;
             }
         }
+        depth--;
+        if (out_newline(s, "", 0, level + depth) != OK || out_reserve(s, 1) != OK) {
+            return NOMEM;
+        }
+        out_byte(s, c);
         goto after;
     }
 
-key:
+element: {
+    /* an array's next element: its line (and the comma ending the previous one) */
+    Frame *frame = &s->stack[depth - 1];
+    if (out_newline(s, ",", frame->count ? 1 : 0, level + depth) != OK) {
+        return NOMEM;
+    }
+    frame->count++;
+    goto value;
+}
+
+key: {
+    size_t key_off, key_len;
+    int key_decoded;
     skip_ws(s);
     if (s->pos >= s->len || s->src[s->pos] != '"') {
         return DECLINE;
@@ -708,158 +807,27 @@ key:
         return DECLINE;
     }
     s->pos++;
-    goto value;
-}
-
-/* ---- writing ----------------------------------------------------------------------------- */
-
-/* §5.4 escapes of the bytes below 0x20 (others are written as they are, but '"' and '\\'). */
-static const char *const control_escapes[0x20] = {
-    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
-    "\\b",     "\\t",     "\\n",     "\\u000b", "\\f",     "\\r",     "\\u000e", "\\u000f",
-    "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017",
-    "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
-};
-
-/* A string literal of decoded UTF-8 bytes, or of a source slice without escapes (which holds
- * nothing to escape: it is copied between quotes). */
-static int
-write_string(State *s, const unsigned char *text, size_t len, int decoded)
-{
-    if (!decoded) {
-        if (len > (size_t)PY_SSIZE_T_MAX - 2 || out_reserve(s, len + 2) != OK) {
-            return NOMEM;
-        }
-        out_byte(s, '"');
-        out_bytes(s, text, len);
-        out_byte(s, '"');
-        return OK;
-    }
-    /* at most 6 bytes per byte (\u00xx), plus the quotes */
-    if (len > ((size_t)PY_SSIZE_T_MAX - 2) / 6 || out_reserve(s, 6 * len + 2) != OK) {
+    if (s->n_members == s->cap_members &&
+        reserve((void **)&s->members, &s->cap_members, s->n_members, 1, sizeof(Member)) != OK) {
         return NOMEM;
     }
-    char *d = s->out + s->n_out;
-    *d++ = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = text[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            *d++ = (char)c;
-        }
-        else if (c == '"' || c == '\\') {
-            *d++ = '\\';
-            *d++ = (char)c;
-        }
-        else {
-            const char *e = control_escapes[c];
-            size_t k = strlen(e);
-            memcpy(d, e, k);
-            d += k;
-        }
+    Member *member = &s->members[s->n_members++];
+    member->key_off = key_off;
+    member->key_len = key_len;
+    member->key_decoded = key_decoded;
+    member->start = s->n_out;
+    Frame *frame = &s->stack[depth - 1];
+    if (out_newline(s, ",", frame->count ? 1 : 0, level + depth) != OK) {
+        return NOMEM;
     }
-    *d++ = '"';
-    s->n_out = (size_t)(d - s->out);
-    return OK;
-}
-
-static int
-write_key(State *s, const Node *node)
-{
-    if (write_string(s, key_of(s, node), node->key_len, node->key_decoded) != OK ||
-        out_reserve(s, 2) != OK) {
+    frame->count++;
+    r = write_string(s, (key_decoded ? s->scratch : s->src) + key_off, key_len, key_decoded);
+    if (r != OK || out_reserve(s, 2) != OK) {
         return NOMEM;
     }
     out_bytes(s, ": ", 2);
-    return OK;
+    goto value;
 }
-
-static int
-write_scalar(State *s, const Node *node)
-{
-    switch (node->type) {
-    case T_NULL:
-    case T_TRUE:
-    case T_FALSE: {
-        const char *word = node->type == T_NULL ? "null" : (node->type == T_TRUE ? "true" : "false");
-        size_t n = strlen(word);
-        if (out_reserve(s, n) != OK) {
-            return NOMEM;
-        }
-        out_bytes(s, word, n);
-        return OK;
-    }
-    case T_NUMBER:
-        if (out_reserve(s, node->len) != OK) {
-            return NOMEM;
-        }
-        out_bytes(s, s->src + node->off, node->len);
-        return OK;
-    case T_STRING:
-        return write_string(s, (node->decoded ? s->scratch : s->src) + node->off, node->len,
-                            node->decoded);
-    default: /* an empty container */
-        if (out_reserve(s, 2) != OK) {
-            return NOMEM;
-        }
-        out_bytes(s, node->type == T_OBJECT ? "{}" : "[]", 2);
-        return OK;
-    }
-}
-
-/* The parsed value (node 0) at `level`, walked without recursion: the stack holds the open
- * containers (their nodes in Frame.node), at most max_depth of them. */
-static int
-write_value(State *s, size_t level)
-{
-    size_t depth = 0;
-    uint32_t current = 0;
-    for (;;) {
-        const Node *node = &s->nodes[current];
-        if ((node->type == T_OBJECT || node->type == T_ARRAY) && node->count > 0) {
-            /* the parser pushed this many containers, so the stack has the room */
-            if (out_reserve(s, 1) != OK) {
-                return NOMEM;
-            }
-            out_byte(s, node->type == T_OBJECT ? '{' : '[');
-            s->stack[depth++].node = current;
-            current = node->first;
-            if (out_newline(s, "", 0, level + depth) != OK) {
-                return NOMEM;
-            }
-            if (node->type == T_OBJECT && write_key(s, &s->nodes[current]) != OK) {
-                return NOMEM;
-            }
-            continue;
-        }
-        if (write_scalar(s, node) != OK) {
-            return NOMEM;
-        }
-        /* the value is complete: on to the next sibling, closing finished containers */
-        for (;;) {
-            if (depth == 0) {
-                return OK;
-            }
-            uint32_t parent = s->stack[depth - 1].node;
-            uint32_t next = s->nodes[current].next;
-            if (next != NO_NODE) {
-                current = next;
-                if (out_newline(s, ",", 1, level + depth) != OK) {
-                    return NOMEM;
-                }
-                if (s->nodes[parent].type == T_OBJECT &&
-                    write_key(s, &s->nodes[current]) != OK) {
-                    return NOMEM;
-                }
-                break;
-            }
-            depth--;
-            if (out_newline(s, "", 0, level + depth) != OK || out_reserve(s, 1) != OK) {
-                return NOMEM;
-            }
-            out_byte(s, s->nodes[parent].type == T_OBJECT ? '}' : ']');
-            current = parent;
-        }
-    }
 }
 
 /* ---- module ------------------------------------------------------------------------------ */
@@ -867,10 +835,10 @@ write_value(State *s, size_t level)
 static void
 state_free(State *s)
 {
-    PyMem_Free(s->nodes);
     PyMem_Free(s->scratch);
     PyMem_Free(s->stack);
     PyMem_Free(s->members);
+    PyMem_Free(s->moved);
     PyMem_Free(s->out);
 }
 
@@ -992,10 +960,7 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
             outcome = out_newline(&s, ",", 1, (size_t)depth);
         }
         if (outcome == OK) {
-            outcome = parse(&s);
-        }
-        if (outcome == OK) {
-            outcome = write_value(&s, (size_t)depth);
+            outcome = layout_text(&s, (size_t)depth);
         }
         if (held) {
             PyBuffer_Release(&view);
