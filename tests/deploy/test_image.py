@@ -121,6 +121,18 @@ def test_embedded_mode_starts_healthy_and_drains_on_sigterm(process: ImageProces
     assert server.returncode == 0, output[-3000:]
 
 
+def test_the_c_extension_is_built_into_the_image(process: ImageProcess) -> None:
+    """The build stage compiles ``fetcher.adapters._json_layout`` (optional for ``pip
+    install``, not for the image): it imports and lays a value out in the image."""
+    script = (
+        "import sys; from fetcher.adapters import json_layout as j; "
+        "sys.exit(3) if not j.NATIVE else sys.stdout.buffer.write(j.layout_value(sys.argv[1], 0))"
+    )
+    result = process.run(["/opt/fetcher/bin/python", "-c", script, '{"b":1,"a":[]}'])
+    assert result.returncode == 0, (result.returncode, result.stderr[-3000:])
+    assert result.stdout == '{\n  "a": [],\n  "b": 1\n}'
+
+
 def test_no_compiler_no_git_no_build_leftovers(process: ImageProcess) -> None:
     found: list[str] = []
     for directory, subdirs, files in os.walk(process.rootfs):
