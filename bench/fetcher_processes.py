@@ -1,12 +1,13 @@
 """Running Fetcher processes and scratch databases for the benchmarks (issue 12).
 
 :class:`FetcherProcesses` starts either a Manager and a Worker (``fetcher run``, PostgreSQL
-metadata store, RabbitMQ, the loopback SeaweedFS S3 server or a local directory) or one embedded
-process (SQLite metadata, local store), each on loopback ports, and stops them by PID. :meth:`job` submits one
-job and reports its time (``completedAt − createdAt``), document size and the extracting
-process's peak RSS (``VmHWM``, reset through ``/proc/<pid>/clear_refs`` before the job; summed
-with its child processes', embedded mode's batch encoder). The
-Worker's objects go under a prefix of their own, deleted from the test bucket on exit.
+metadata store, RabbitMQ, the loopback SeaweedFS S3 server or a local directory) or one
+embedded process (SQLite metadata, local store), each on loopback ports, and stops them by PID.
+:meth:`job` submits one job and reports its time (``completedAt − createdAt``), document size
+and the extracting process's peak RSS (``VmHWM``, reset through ``/proc/<pid>/clear_refs``
+before the job; summed with its child processes', embedded mode's batch encoder) and CPU, and
+what a meter (``bench.process_cpu``) measured meanwhile. The Worker's objects go under a prefix
+of their own, deleted from the test bucket on exit; a local store's after each job.
 """
 
 from __future__ import annotations
