@@ -10,11 +10,22 @@ in a scratch PostgreSQL database, then runs, in alternating repetitions
   ``/dev/null``, in a subprocess (the ``bench`` extra; its own peak RSS from ``ru_maxrss``);
 * ``worker``: Fetcher end to end through running Manager and Worker processes (engine,
   document, HMAC, AES-GCM, base64, upload to the SeaweedFS S3 server on 127.0.0.1:8333);
+* ``worker_local``: the same Worker storing in a local directory
+  (``OBJECT_STORAGE_LOCAL_WORKER``): the Worker's own cost, with no S3 server;
 * ``embedded``: the same through one embedded process and its local store.
 
 Fetcher's time is the job's own ``completedAt − createdAt`` (submission to completion, server
 clocks, polled every 0.1 s); peak RSS is the extracting process's ``VmHWM``, reset through
-``/proc/<pid>/clear_refs`` before each job. Then: a filtered extraction (``between`` on
+``/proc/<pid>/clear_refs`` before each job. Every run also reports, over the same span
+(``bench/process_cpu.py``): the extracting process's CPU seconds (Fetcher's with its children,
+``psql``'s or the ``mariadb`` client's for a floor, ConnectorX's own), the source server's (the
+postmaster's whole tree with its reaped backends, or ``mariadbd``), for PostgreSQL the share of
+the backends serving the ledger's database, the S3 server's (SeaweedFS), the Manager's (Worker
+runs) and the whole machine's busy CPU (what else ran). ``FETCHER_BENCH_SIZES`` (default
+1 500 000) adds fresh ledgers of those sizes against embedded mode and the local-store Worker
+(part ``sizes``). A summary per part and size is printed and stored (``summary``): median wall
+time, speed against the floor and ConnectorX, Fetcher's CPU (and per 500 k rows), the source
+and S3 servers' CPU, peak RSS. Then: a filtered extraction (``between`` on
 ``created_at``, about 10 % of rows) against its COPY floor; memory scaling (peak Worker RSS at
 ``FETCHER_BENCH_SCALING`` rows, default 100 000, 500 000 and 1 500 000, with the narrow columns
 ``amount, id, status`` so that 1.5 M rows stay under the 256 MiB result ceiling); and MariaDB
@@ -22,7 +33,8 @@ clocks, polled every 0.1 s); peak RSS is the extracting process's ``VmHWM``, res
 same table, through the Worker and embedded); and wide rows (peak Worker RSS for a 150 MB
 document of rows ``FETCHER_BENCH_WIDE`` characters wide, default 1 500, 15 000, 150 000 and
 500 000: fetches are sized by bytes, ``fetcher.adapters.batch_sizing``).
-``FETCHER_BENCH_PARTS`` picks parts (default ``postgres,filtered,scaling,mariadb,wide``). The
+``FETCHER_BENCH_PARTS`` picks parts (default
+``postgres,sizes,filtered,scaling,mariadb,wide``). The
 Worker's objects (and the upload-only measurement's) are deleted from the test bucket at the end.
 
 Ratios are speeds, floor time / Fetcher time (≥ 0.25 is the issue's target for COPY, ≥ 0.75 for
@@ -38,13 +50,14 @@ import base64
 import importlib.util
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -54,13 +67,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.fetcher_processes import (
     FetcherProcesses,
     JobFigure,
-    cpu_seconds,
     create_mariadb,
     create_postgres,
     drop_mariadb,
     drop_postgres,
     postgres_scalar,
+    postmaster_pid,
     vm_hwm_mib,
+)
+from bench.process_cpu import (
+    CpuMeter,
+    SessionCpu,
+    machine_busy_seconds,
+    mariadb_server_pid,
+    s3_server_pid,
+    tree_cpu_seconds,
 )
 from bench.worker_memory import (
     S3_ACCESS_KEY,
@@ -71,9 +92,22 @@ from bench.worker_memory import (
     delete_s3_prefix,
 )
 
-#: One run of a contender: seconds, result bytes, peak RSS MiB, CPU seconds of the extracting
-#: process (the last two only for Fetcher and ConnectorX).
-Run = tuple[float, int, float | None, float | None]
+
+@dataclass
+class Run:
+    """One run of a contender."""
+
+    seconds: float
+    #: Result bytes (0 when not counted: ConnectorX).
+    size: int
+    #: Peak RSS MiB of the extracting process (Fetcher, ConnectorX).
+    peak_rss_mib: float | None = None
+    #: CPU seconds of the extracting process: Fetcher's tree, ConnectorX's, a floor's client.
+    cpu_seconds: float | None = None
+    #: CPU seconds of the processes around it over the same span (:func:`_meter`):
+    #: ``source_server``, ``source_sessions``, ``s3_server``, ``manager``, ``machine``.
+    meters: dict[str, float] = field(default_factory=dict)
+
 
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
 REPS = int(os.environ.get("FETCHER_BENCH_REPS", "3"))
@@ -85,9 +119,14 @@ WIDE = [
 ]
 #: Characters of ``body`` in every wide-rows table: a document of about 150 MB.
 WIDE_BYTES = 150_000_000
+#: Ledger sizes of the ``sizes`` part (embedded and the local-store Worker against the floors).
+SIZES = [int(n) for n in os.environ.get("FETCHER_BENCH_SIZES", "1500000").split(",") if n]
 PARTS = set(
-    os.environ.get("FETCHER_BENCH_PARTS", "postgres,filtered,scaling,mariadb,wide").split(",")
+    os.environ.get("FETCHER_BENCH_PARTS", "postgres,sizes,filtered,scaling,mariadb,wide").split(",")
 )
+#: Rows the CPU figures are scaled to (``cpu_s_per_500k_rows``: the issue's target is per
+#: 500 k ledger rows).
+CPU_ROWS = 500_000
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = ("id", "email", "amount", "created_at", "status", "metadata")
 NARROW = ("amount", "id", "status")
@@ -131,14 +170,18 @@ ANALYZE TABLE ledger;
 _CONNECTORX = r"""
 import json, os, resource, sys, time
 import connectorx, polars
-begin = time.perf_counter()
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+begin, cpu_begin = time.perf_counter(), cpu()
 table = connectorx.read_sql(sys.argv[1], sys.argv[2], return_type="arrow")
 frame = polars.from_arrow(table)
 with open(os.devnull, "wb") as sink:
     frame.write_json(sink)
-seconds = time.perf_counter() - begin
+seconds, cpu_seconds = time.perf_counter() - begin, cpu() - cpu_begin
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"seconds": seconds, "rows": frame.height, "peak_rss_mib": peak / 1024}))
+print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "rows": frame.height,
+                  "peak_rss_mib": peak / 1024}))
 """
 
 
@@ -151,6 +194,26 @@ def _timed(command: list[str]) -> float:
     began = time.perf_counter()
     subprocess.run(command, stdout=subprocess.DEVNULL, check=True)
     return time.perf_counter() - began
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's reaped children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _floor_runner(command: list[str], size: int, meter: CpuMeter) -> Callable[[], Run]:
+    """A floor (``psql … COPY``, ``mariadb --batch``): its wall time, its client's CPU and the
+    meter's figures (the server's CPU of the query)."""
+
+    def run() -> Run:
+        client = _children_cpu()
+        meter.start()
+        seconds = _timed(command)
+        meters = meter.stop()
+        return Run(seconds, size, None, _children_cpu() - client, meters)
+
+    return run
 
 
 def _output_bytes(command: list[str]) -> int:
@@ -200,14 +263,32 @@ def _warm_up(processes: FetcherProcesses, name: str) -> None:
 
 
 def _s3_server_pid() -> int | None:
-    """The SeaweedFS process ``scripts/s3-server.sh`` started (its PID file), if any."""
-    port = S3_ENDPOINT.rsplit(":", 1)[-1]
-    default = Path(tempfile.gettempdir()) / f"fetcher-s3-{os.getuid()}-{port}"
-    state = Path(os.environ.get("FETCHER_TEST_S3_STATE_DIR", default))
-    try:
-        return int((state / "weed.pid").read_text())
-    except (OSError, ValueError):
-        return None
+    """The SeaweedFS process ``scripts/s3-server.sh`` started for the bench's S3 port."""
+    return s3_server_pid(S3_ENDPOINT.rsplit(":", 1)[-1])
+
+
+def _meter(source: str, database: str, processes: FetcherProcesses | None = None) -> CpuMeter:
+    """CPU seconds around a run: ``source_server`` (the PostgreSQL postmaster's tree with its
+    reaped backends: every database of the cluster, the Manager's metadata store included; or
+    the MariaDB server), ``source_sessions`` (PostgreSQL only: the backends of ``database``,
+    the run's own share), ``s3_server`` (SeaweedFS, whatever stores in it meanwhile),
+    ``manager`` (a Worker run's Manager) and ``machine`` (every core's busy time). The shared
+    servers also serve other users of the machine: ``machine`` minus the known figures says
+    how much else ran."""
+    server = postmaster_pid() if source == "postgres" else mariadb_server_pid()
+    s3 = _s3_server_pid()
+    probes: dict[str, Callable[[], float] | None] = {
+        "source_server": None if server is None else lambda: tree_cpu_seconds(server),
+        "s3_server": None if s3 is None else lambda: tree_cpu_seconds(s3),
+        "machine": machine_busy_seconds,
+    }
+    if processes is not None and processes.worker_pid:
+        manager = processes.manager_pid
+        probes["manager"] = lambda: tree_cpu_seconds(manager)
+    sessions = {}
+    if source == "postgres" and server is not None:
+        sessions["source_sessions"] = SessionCpu(server, database)
+    return CpuMeter(probes, sessions)
 
 
 def _s3_upload_figures(size: int) -> tuple[float, float | None]:
@@ -217,9 +298,9 @@ def _s3_upload_figures(size: int) -> tuple[float, float | None]:
     extraction, HMAC or encryption. The server's CPU shares the same two cores as the Worker,
     so it bounds what the Worker's own time can be."""
     server = _s3_server_pid()
-    before = cpu_seconds(server) if server else None
+    before = tree_cpu_seconds(server) if server else None
     seconds = _s3_upload_seconds(size)
-    return seconds, None if server is None or before is None else cpu_seconds(server) - before
+    return seconds, None if server is None or before is None else tree_cpu_seconds(server) - before
 
 
 def _s3_upload_seconds(size: int) -> float:
@@ -262,6 +343,23 @@ def _connectorx(database: str, select: str) -> dict[str, Any]:
     return figure
 
 
+def _connectorx_runner(database: str, select: str, meter: CpuMeter) -> Callable[[], Run]:
+    """ConnectorX → Polars in a subprocess: its own wall time and CPU (after its imports), and
+    the meter's figures over the whole subprocess (its imports included: the servers idle)."""
+
+    def run() -> Run:
+        meter.start()
+        figure = _connectorx(database, select)
+        meters = meter.stop()
+        return Run(figure["seconds"], 0, figure["peak_rss_mib"], figure["cpu_seconds"], meters)
+
+    return run
+
+
+#: What the printed figures call the meters.
+_METER_LABELS = {"source_server": "source", "s3_server": "S3", "other": "other"}
+
+
 def _summary(
     name: str,
     seconds: list[float],
@@ -270,12 +368,14 @@ def _summary(
     rss: list[float],
     *,
     cpu: Sequence[float] = (),
+    meters: dict[str, list[float]] | None = None,
 ) -> dict[str, Any]:
     """Median figures; ``cpu`` is the extracting process's CPU seconds (user + system) per
     job, steadier than wall time on a shared machine (for ``s3_upload_only``: the S3
-    server's)."""
+    server's); ``meters`` the CPU seconds of the processes around it per job (:func:`_meter`),
+    each kept as ``<name>_cpu_seconds`` and ``median_<name>_cpu_seconds``."""
     median = statistics.median(seconds)
-    summary = {
+    summary: dict[str, Any] = {
         "name": name,
         "seconds": [round(s, 3) for s in seconds],
         "median_seconds": round(median, 3),
@@ -286,9 +386,15 @@ def _summary(
         "cpu_seconds": [round(c, 2) for c in cpu] or None,
         "median_cpu_seconds": round(statistics.median(cpu), 2) if cpu else None,
     }
+    for key, values in (meters or {}).items():
+        summary[f"{key}_cpu_seconds"] = [round(v, 2) for v in values]
+        summary[f"median_{key}_cpu_seconds"] = round(statistics.median(values), 2)
     rss_text = f", peak RSS {summary['peak_rss_mib']} MiB" if rss else ""
     if cpu:
         rss_text += f", CPU {summary['median_cpu_seconds']} s {summary['cpu_seconds']}"
+    for key, label in _METER_LABELS.items():
+        if f"median_{key}_cpu_seconds" in summary:
+            rss_text += f", {label} {summary[f'median_{key}_cpu_seconds']} s"
     mb_text = f", {summary['mb_per_second']} MB/s" if size else ""
     print(
         f"  {name:<22} median {median:7.2f}s  {rows / median:>10,.0f} rows/s{mb_text}{rss_text}"
@@ -311,10 +417,8 @@ def _ratios(
     return ratios
 
 
-def _alternate(
-    contenders: dict[str, Callable[[], Run]],
-) -> dict[str, Any]:
-    """Each contender once per repetition, in a rotated order; (seconds, bytes, peak RSS MiB)."""
+def _alternate(contenders: dict[str, Callable[[], Run]]) -> dict[str, list[Run]]:
+    """Each contender once per repetition, in a rotated order."""
     runs: dict[str, list[Run]] = {name: [] for name in contenders}
     names = list(contenders)
     for rep in range(REPS):
@@ -323,53 +427,154 @@ def _alternate(
     return runs
 
 
-def _summaries(runs: dict[str, Any], rows: int) -> dict[str, dict[str, Any]]:
+def _other(run: Run) -> float | None:
+    """The machine's busy CPU during ``run`` that no measured process used: other users of the
+    machine, this script, the kernel's work for them; ``None`` without a machine figure."""
+    if "machine" not in run.meters:
+        return None
+    known = ("source_server", "s3_server", "manager")
+    return (
+        run.meters["machine"]
+        - (run.cpu_seconds or 0.0)
+        - sum(run.meters.get(k, 0.0) for k in known)
+    )
+
+
+def _summaries(runs: dict[str, list[Run]], rows: int) -> dict[str, dict[str, Any]]:
     results = {}
     for name, figures in runs.items():
-        seconds = [f[0] for f in figures]
-        size = max(f[1] for f in figures)
-        rss = [f[2] for f in figures if f[2] is not None]
-        cpu = [f[3] for f in figures if f[3] is not None]
-        results[name] = _summary(name, seconds, rows, size, rss, cpu=cpu)
+        seconds = [f.seconds for f in figures]
+        size = max(f.size for f in figures)
+        rss = [f.peak_rss_mib for f in figures if f.peak_rss_mib is not None]
+        cpu = [f.cpu_seconds for f in figures if f.cpu_seconds is not None]
+        keys = sorted({key for f in figures for key in f.meters})
+        meters = {key: [f.meters[key] for f in figures if key in f.meters] for key in keys}
+        other = [value for f in figures if (value := _other(f)) is not None]
+        if other:
+            meters["other"] = other
+        results[name] = _summary(name, seconds, rows, size, rss, cpu=cpu, meters=meters)
     return results
 
 
 def _fetcher_runner(
-    processes: FetcherProcesses, mapped: dict[str, Any], filters: dict[str, Any] | None, rows: int
+    processes: FetcherProcesses,
+    mapped: dict[str, Any],
+    filters: dict[str, Any] | None,
+    rows: int,
+    meter: CpuMeter | None = None,
 ) -> Callable[[], Run]:
     def run() -> Run:
-        figure: JobFigure = processes.job(mapped, filters)
+        figure: JobFigure = processes.job(mapped, filters, meter)
         if figure.status != "completed" or figure.rows not in (None, rows):
             raise RuntimeError(f"{processes.mode} job ended {figure.status}: {figure.error}")
-        return figure.seconds, figure.size, figure.peak_rss_mib, figure.cpu_seconds
+        return Run(
+            figure.seconds, figure.size, figure.peak_rss_mib, figure.cpu_seconds, figure.meters
+        )
 
     return run
 
 
-def postgres_part(
-    worker: FetcherProcesses, embedded: FetcherProcesses, database: str
-) -> dict[str, Any]:
+def _table(part: str, rows: int, results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The part's summary: one line per contender, printed and returned (stored in the JSON).
+    ``cpu_s`` is the extracting process's CPU (Fetcher's with its children; a floor's client;
+    ConnectorX's own); ``s3_upload_only``'s CPU is the S3 server's, in ``s3_server_cpu_s``."""
+    floor = next((results[f] for f in ("copy", "mariadb_cli") if f in results), None)
+    peer = results.get("connectorx_polars")
+    lines = []
+    for name, result in results.items():
+        median = result["median_seconds"]
+        cpu = result.get("median_cpu_seconds")
+        s3 = result.get("median_s3_server_cpu_seconds")
+        if name == "s3_upload_only":
+            cpu, s3 = None, result.get("median_cpu_seconds")
+        lines.append(
+            {
+                "part": part,
+                "rows": rows,
+                "contender": name,
+                "median_s": median,
+                "vs_floor": round(floor["median_seconds"] / median, 3) if floor else None,
+                "vs_connectorx": round(peer["median_seconds"] / median, 3) if peer else None,
+                "cpu_s": cpu,
+                "cpu_s_per_500k_rows": None if cpu is None else round(cpu * CPU_ROWS / rows, 2),
+                "source_server_cpu_s": result.get("median_source_server_cpu_seconds"),
+                "source_sessions_cpu_s": result.get("median_source_sessions_cpu_seconds"),
+                "s3_server_cpu_s": s3,
+                "manager_cpu_s": result.get("median_manager_cpu_seconds"),
+                "other_cpu_s": result.get("median_other_cpu_seconds"),
+                "peak_rss_mib": result.get("peak_rss_mib"),
+            }
+        )
+    _print_table(part, rows, lines)
+    return lines
+
+
+def _print_table(part: str, rows: int, lines: list[dict[str, Any]]) -> None:
+    def cell(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    print(
+        f"  summary, {part}, {rows:,} rows (medians; CPU in seconds; source = the whole "
+        "server (its sessions of this database); other = the rest of the machine):",
+        flush=True,
+    )
+    print(
+        f"    {'contender':<22} {'wall s':>7} {'x floor':>7} {'x CX':>6} {'CPU':>6} "
+        f"{'CPU/500k':>8} {'source (sessions)':>17} {'S3':>6} {'manager':>7} {'other':>6} "
+        f"{'RSS MiB':>7}",
+        flush=True,
+    )
+    for line in lines:
+        source = cell(line["source_server_cpu_s"], ".2f")
+        if line["source_sessions_cpu_s"] is not None:
+            source += f" ({line['source_sessions_cpu_s']:.2f})"
+        print(
+            f"    {line['contender']:<22} {line['median_s']:>7.2f} "
+            f"{cell(line['vs_floor'], '.2f'):>7} {cell(line['vs_connectorx'], '.2f'):>6} "
+            f"{cell(line['cpu_s'], '.2f'):>6} {cell(line['cpu_s_per_500k_rows'], '.2f'):>8} "
+            f"{source:>17} {cell(line['s3_server_cpu_s'], '.2f'):>6} "
+            f"{cell(line['manager_cpu_s'], '.2f'):>7} {cell(line['other_cpu_s'], '.2f'):>6} "
+            f"{cell(line['peak_rss_mib'], '.1f'):>7}",
+            flush=True,
+        )
+
+
+def _ledger_contenders(
+    database: str, mapped: dict[str, Any], fetchers: dict[str, FetcherProcesses], rows: int
+) -> dict[str, Callable[[], Run]]:
+    """The COPY floor, ConnectorX (when installed) and each of ``fetchers`` (by contender
+    name, each with the connection ``mapped`` names) on a PostgreSQL ledger of ``rows`` rows."""
     select = _select(COLUMNS)
-    print(f"PostgreSQL ledger, {ROWS:,} rows, {REPS} alternating repetitions:", flush=True)
     copy_bytes = _output_bytes(_copy(database, select))
-    mapped = {"bench_pg": {"ledger": list(COLUMNS)}}
-
-    def connectorx() -> Run:
-        figure = _connectorx(database, select)
-        return figure["seconds"], 0, figure["peak_rss_mib"], None
-
     contenders: dict[str, Callable[[], Run]] = {
-        "copy": lambda: (_timed(_copy(database, select)), copy_bytes, None, None),
-        "connectorx_polars": connectorx,
-        "fetcher_worker_s3": _fetcher_runner(worker, mapped, None, ROWS),
-        "fetcher_embedded": _fetcher_runner(
-            embedded, {"bench_pg_e": mapped["bench_pg"]}, None, ROWS
-        ),
+        "copy": _floor_runner(_copy(database, select), copy_bytes, _meter("postgres", database)),
     }
-    if importlib.util.find_spec("connectorx") is None or importlib.util.find_spec("polars") is None:
+    if importlib.util.find_spec("connectorx") and importlib.util.find_spec("polars"):
+        contenders["connectorx_polars"] = _connectorx_runner(
+            database, select, _meter("postgres", database)
+        )
+    else:
         print("  (connectorx/polars missing: pip install -e '.[bench]'; skipped)", flush=True)
-        del contenders["connectorx_polars"]
-    results = _summaries(_alternate(contenders), ROWS)
+    for name, processes in fetchers.items():
+        meter = _meter("postgres", database, processes)
+        contenders[name] = _fetcher_runner(processes, mapped, None, rows, meter)
+    return contenders
+
+
+def postgres_part(
+    worker: FetcherProcesses,
+    worker_local: FetcherProcesses,
+    embedded: FetcherProcesses,
+    database: str,
+) -> dict[str, Any]:
+    print(f"PostgreSQL ledger, {ROWS:,} rows, {REPS} alternating repetitions:", flush=True)
+    fetchers = {
+        "fetcher_worker_s3": worker,
+        "fetcher_worker_local": worker_local,
+        "fetcher_embedded": embedded,
+    }
+    mapped = {"bench_pg": {"ledger": list(COLUMNS)}}
+    results = _summaries(_alternate(_ledger_contenders(database, mapped, fetchers, ROWS)), ROWS)
     stored = 4 * -(-(results["fetcher_worker_s3"]["bytes"] + 28) // 3)  # base64(nonce‖ct‖tag)
     uploads = [_s3_upload_figures(stored) for _ in range(REPS)]
     results["s3_upload_only"] = _summary(
@@ -380,12 +585,41 @@ def postgres_part(
         [],
         cpu=[cpu for _, cpu in uploads if cpu is not None],
     )
-    ratios = _ratios(
-        results,
-        ["fetcher_worker_s3", "fetcher_embedded"],
-        ["copy", "connectorx_polars", "s3_upload_only"],
-    )
-    return {"rows": ROWS, "results": results, "ratios": ratios}
+    ratios = _ratios(results, list(fetchers), ["copy", "connectorx_polars", "s3_upload_only"])
+    return {
+        "rows": ROWS,
+        "results": results,
+        "ratios": ratios,
+        "summary": _table("postgres", ROWS, results),
+    }
+
+
+def sizes_part(worker_local: FetcherProcesses, embedded: FetcherProcesses) -> dict[str, Any]:
+    """The issue's speed targets at each of ``FETCHER_BENCH_SIZES``: a fresh ledger of that
+    size (dropped after) against embedded mode and the local-store Worker, no S3 server."""
+    report: dict[str, Any] = {}
+    fetchers = {"fetcher_worker_local": worker_local, "fetcher_embedded": embedded}
+    for rows in SIZES:
+        print(f"PostgreSQL ledger, {rows:,} rows, {REPS} alternating repetitions:", flush=True)
+        database = create_postgres(f"ledger{rows}", _PG_LEDGER.format(rows=rows))
+        name = f"bench_pg_{rows}"
+        try:
+            for processes in fetchers.values():
+                processes.connect_postgres(name, database)
+            mapped = {name: {"ledger": list(COLUMNS)}}
+            contenders = _ledger_contenders(database, mapped, fetchers, rows)
+            results = _summaries(_alternate(contenders), rows)
+            report[str(rows)] = {
+                "rows": rows,
+                "results": results,
+                "ratios": _ratios(results, list(fetchers), ["copy", "connectorx_polars"]),
+                "summary": _table("sizes", rows, results),
+            }
+            for processes in fetchers.values():
+                processes.delete_connection(name)
+        finally:
+            drop_postgres(database)
+    return report
 
 
 def filtered_part(worker: FetcherProcesses, database: str) -> dict[str, Any]:
@@ -402,10 +636,13 @@ def filtered_part(worker: FetcherProcesses, database: str) -> dict[str, Any]:
     copy_bytes = _output_bytes(_copy(database, select))
     mapped = {"bench_pg": {"ledger": list(COLUMNS)}}
     filters = {"bench_pg": {"ledger": {"created_at": {"between": [low, high]}}}}
+    meter = _meter("postgres", database, worker)
     runs = _alternate(
         {
-            "copy": lambda: (_timed(_copy(database, select)), copy_bytes, None, None),
-            "fetcher_worker_s3": _fetcher_runner(worker, mapped, filters, rows),
+            "copy": _floor_runner(
+                _copy(database, select), copy_bytes, _meter("postgres", database)
+            ),
+            "fetcher_worker_s3": _fetcher_runner(worker, mapped, filters, rows, meter),
         }
     )
     results = _summaries(runs, rows)
@@ -413,6 +650,7 @@ def filtered_part(worker: FetcherProcesses, database: str) -> dict[str, Any]:
         "rows": rows,
         "results": results,
         "ratios": _ratios(results, ["fetcher_worker_s3"], ["copy"]),
+        "summary": _table("filtered", rows, results),
     }
 
 
@@ -491,13 +729,21 @@ def wide_part(worker: FetcherProcesses) -> dict[str, Any]:
     return {"document_bytes": WIDE_BYTES, "widths": figures}
 
 
-def mariadb_part(worker: FetcherProcesses, embedded: FetcherProcesses) -> dict[str, Any]:
-    """The MySQL connector against ``mariadb --batch --quick``: through the Worker to S3, and
-    embedded to the local store (no S3 upload: the connector's and the document's own cost)."""
+def mariadb_part(
+    worker: FetcherProcesses, worker_local: FetcherProcesses, embedded: FetcherProcesses
+) -> dict[str, Any]:
+    """The MySQL connector against ``mariadb --batch --quick``: through the Worker to S3, the
+    Worker to a local store, and embedded to the local store (no S3 upload: the connector's
+    and the document's own cost); the MariaDB server's CPU beside each."""
     database, reader, password = create_mariadb(_MARIADB_LEDGER.format(rows=ROWS))
+    fetchers = {
+        "fetcher_worker_s3": worker,
+        "fetcher_worker_local": worker_local,
+        "fetcher_embedded": embedded,
+    }
     try:
-        worker.connect_mysql("bench_my", database, reader, password)
-        embedded.connect_mysql("bench_my_e", database, reader, password)
+        for processes in fetchers.values():
+            processes.connect_mysql("bench_my", database, reader, password)
         select = _select(COLUMNS)
         floor = [
             "mariadb",
@@ -513,59 +759,82 @@ def mariadb_part(worker: FetcherProcesses, embedded: FetcherProcesses) -> dict[s
         ]
         print(f"MariaDB ledger, {ROWS:,} rows:", flush=True)
         floor_bytes = _output_bytes(floor)
-        runs = _alternate(
-            {
-                "mariadb_cli": lambda: (_timed(floor), floor_bytes, None, None),
-                "fetcher_worker_s3": _fetcher_runner(
-                    worker, {"bench_my": {"ledger": list(COLUMNS)}}, None, ROWS
-                ),
-                "fetcher_embedded": _fetcher_runner(
-                    embedded, {"bench_my_e": {"ledger": list(COLUMNS)}}, None, ROWS
-                ),
-            }
-        )
-        results = _summaries(runs, ROWS)
+        contenders = {"mariadb_cli": _floor_runner(floor, floor_bytes, _meter("mariadb", database))}
+        mapped = {"bench_my": {"ledger": list(COLUMNS)}}
+        for name, processes in fetchers.items():
+            meter = _meter("mariadb", database, processes)
+            contenders[name] = _fetcher_runner(processes, mapped, None, ROWS, meter)
+        results = _summaries(_alternate(contenders), ROWS)
         return {
             "rows": ROWS,
             "results": results,
-            "ratios": _ratios(results, ["fetcher_worker_s3", "fetcher_embedded"], ["mariadb_cli"]),
+            "ratios": _ratios(results, list(fetchers), ["mariadb_cli"]),
+            "summary": _table("mariadb", ROWS, results),
         }
     finally:
+        for processes in fetchers.values():
+            processes.delete_connection("bench_my")
         drop_mariadb(database, reader)
 
 
 def _ledger_parts() -> dict[str, Any]:
-    """The parts on the ``ROWS``-row ledger, with one Worker and one embedded process (the
-    PostgreSQL ledger only when a PostgreSQL part runs)."""
+    """The parts on ledgers, with one Worker → S3, one Worker → local store and one embedded
+    process (the ``ROWS``-row PostgreSQL ledger only when a part on it runs)."""
     report: dict[str, Any] = {}
     postgres = bool(PARTS & {"postgres", "filtered"})
     database = create_postgres("ledger", _PG_LEDGER.format(rows=ROWS if postgres else 0))
     try:
-        with FetcherProcesses("worker") as worker, FetcherProcesses("embedded") as embedded:
-            worker.connect_postgres("bench_pg", database)
-            embedded.connect_postgres("bench_pg_e", database)
-            _warm_up(embedded, "bench_pg_e")  # starts embedded mode's encoder process
+        with (
+            FetcherProcesses("worker") as worker,
+            FetcherProcesses("worker_local") as worker_local,
+            FetcherProcesses("embedded") as embedded,
+        ):
+            for processes in (worker, worker_local, embedded):
+                processes.connect_postgres("bench_pg", database)
+            _warm_up(embedded, "bench_pg")  # starts embedded mode's encoder process
             if "postgres" in PARTS:
-                report["postgres"] = postgres_part(worker, embedded, database)
+                report["postgres"] = postgres_part(worker, worker_local, embedded, database)
+            if "sizes" in PARTS and SIZES:
+                report["sizes"] = sizes_part(worker_local, embedded)
             if "filtered" in PARTS:
                 report["filtered"] = filtered_part(worker, database)
             if "mariadb" in PARTS:
-                report["mariadb"] = mariadb_part(worker, embedded)
+                report["mariadb"] = mariadb_part(worker, worker_local, embedded)
     finally:
         drop_postgres(database)
     return report
 
 
+def _summary_lines(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every part's summary lines, in the order they ran."""
+    lines: list[dict[str, Any]] = []
+    for key in ("postgres", "sizes", "filtered", "mariadb"):
+        part = report.get(key)
+        if part is None:
+            continue
+        for value in [part] if "summary" in part else part.values():
+            lines += value["summary"]
+    return lines
+
+
 def main() -> int:
-    report: dict[str, Any] = {"started": datetime.now(UTC).isoformat(), "rows": ROWS, "reps": REPS}
-    if PARTS & {"postgres", "filtered", "mariadb"}:
+    report: dict[str, Any] = {
+        "started": datetime.now(UTC).isoformat(),
+        "rows": ROWS,
+        "reps": REPS,
+        "size_list": SIZES if "sizes" in PARTS else [],
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+    if PARTS & {"postgres", "sizes", "filtered", "mariadb"}:
         report.update(_ledger_parts())
+        report["summary"] = _summary_lines(report)
     if "scaling" in PARTS and SCALING:
         with FetcherProcesses("worker") as fresh:
             report["scaling"] = scaling_part(fresh)
     if "wide" in PARTS and WIDE:
         with FetcherProcesses("worker") as fresh:
             report["wide"] = wide_part(fresh)
+    report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"extraction-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
     path.write_text(json.dumps(report, indent=2) + "\n")

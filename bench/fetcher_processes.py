@@ -1,12 +1,13 @@
 """Running Fetcher processes and scratch databases for the benchmarks (issue 12).
 
 :class:`FetcherProcesses` starts either a Manager and a Worker (``fetcher run``, PostgreSQL
-metadata store, RabbitMQ, the loopback SeaweedFS S3 server) or one embedded process (SQLite
-metadata, local store), each on loopback ports, and stops them by PID. :meth:`job` submits one
-job and reports its time (``completedAt − createdAt``), document size and the extracting
-process's peak RSS (``VmHWM``, reset through ``/proc/<pid>/clear_refs`` before the job; summed
-with its child processes', embedded mode's batch encoder). The
-Worker's objects go under a prefix of their own, deleted from the test bucket on exit.
+metadata store, RabbitMQ, the loopback SeaweedFS S3 server or a local directory) or one
+embedded process (SQLite metadata, local store), each on loopback ports, and stops them by PID.
+:meth:`job` submits one job and reports its time (``completedAt − createdAt``), document size
+and the extracting process's peak RSS (``VmHWM``, reset through ``/proc/<pid>/clear_refs``
+before the job; summed with its child processes', embedded mode's batch encoder) and CPU, and
+what a meter (``bench.process_cpu``) measured meanwhile. The Worker's objects go under a prefix
+of their own, deleted from the test bucket on exit; a local store's after each job.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ import time
 import urllib.error
 import urllib.request
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import psycopg
 
+from bench.process_cpu import cpu_seconds, process_tree, tree_cpu_seconds
 from bench.worker_memory import (
     ADMIN,
     FETCHER,
@@ -41,6 +43,22 @@ from bench.worker_memory import (
     delete_s3_prefix,
     distributed_env,
 )
+
+# cpu_seconds moved to bench.process_cpu; other benches still import it from here.
+__all__ = [
+    "FetcherProcesses",
+    "JobFigure",
+    "Meter",
+    "cpu_seconds",
+    "create_mariadb",
+    "create_postgres",
+    "drop_mariadb",
+    "drop_postgres",
+    "postgres_scalar",
+    "postmaster_pid",
+    "tree_figures",
+    "vm_hwm_mib",
+]
 
 MARIADB_ROOT = ["mariadb", "-h", "127.0.0.1", "-P", "3306", "-u", "root"]
 PRODUCT = "bench"
@@ -108,27 +126,16 @@ def drop_mariadb(name: str, reader: str) -> None:
     subprocess.run(MARIADB_ROOT, input=script, text=True, check=False, capture_output=True)
 
 
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its live descendants (embedded mode's batch encoder process and
-    multiprocessing's resource tracker), read from ``/proc/<pid>/task/<tid>/children``."""
-    pids = [pid]
-    for parent in pids:  # grows while it is walked
-        with suppress(OSError):
-            for task in Path(f"/proc/{parent}/task").iterdir():
-                with suppress(OSError):
-                    pids += [int(child) for child in (task / "children").read_text().split()]
-    return pids
-
-
 def tree_figures(pid: int) -> tuple[float, float]:
-    """Summed ``VmHWM`` (MiB) and CPU seconds of :func:`process_tree`: the peaks of separate
-    processes are added, which bounds their peak together from above."""
-    peak = cpu = 0.0
+    """Summed ``VmHWM`` (MiB) of :func:`process_tree` (embedded mode's batch encoder process
+    and multiprocessing's resource tracker) and the tree's CPU seconds, reaped children
+    included (:func:`bench.process_cpu.tree_cpu_seconds`): the peaks of separate processes are
+    added, which bounds their peak together from above."""
+    peak = 0.0
     for member in process_tree(pid):
         with suppress(OSError, RuntimeError):
             peak += vm_hwm_mib(member)
-            cpu += cpu_seconds(member)
-    return peak, cpu
+    return peak, tree_cpu_seconds(pid)
 
 
 def reset_tree_peaks(pid: int) -> None:
@@ -142,12 +149,6 @@ def vm_hwm_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmHWM")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` so far (``/proc/<pid>/stat`` fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def reset_peak(pid: int) -> None:
@@ -187,18 +188,33 @@ class JobFigure:
     error: str | None
     #: CPU seconds (user + system) the extracting process used from submission to the end.
     cpu_seconds: float = 0.0
+    #: The figures of the job's ``meter`` (:class:`bench.process_cpu.CpuMeter`) over the same
+    #: span: submission to the poll that saw the job end.
+    meters: dict[str, float] = field(default_factory=dict)
+
+
+class Meter(Protocol):
+    """What :meth:`FetcherProcesses.job` measures besides the extracting process."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> dict[str, float]: ...
 
 
 class FetcherProcesses:
-    """``mode`` ``worker`` (Manager + Worker → S3), ``manager`` (the Manager alone: jobs stay
-    ``pending``, their work messages wait in the queue) or ``embedded`` (one process → local
-    store). ``manager_pid`` and ``worker_pid`` (0 when there is none) name the processes."""
+    """``mode`` ``worker`` (Manager + Worker → S3), ``worker_local`` (Manager + Worker → a
+    local directory, ``OBJECT_STORAGE_LOCAL_WORKER``: the Worker's own cost, no S3 server),
+    ``manager`` (the Manager alone: jobs stay ``pending``, their work messages wait in the
+    queue) or ``embedded`` (one process → local store). ``manager_pid`` and ``worker_pid`` (0
+    when there is none) name the processes. A local store's objects are deleted after each
+    job."""
 
     def __init__(self, mode: str, *, worker_nice: int = 0, **overrides: str) -> None:
         """``worker_nice`` runs the Worker at that niceness (``nice -n``), a stand-in for a
         Worker on other cores: the Manager's requests then come first on a busy machine."""
         self.mode = mode
         self._worker_nice = worker_nice
+        self._local_store = mode in ("embedded", "worker_local")
         self._overrides = overrides
         self._suffix = secrets.token_hex(4)
         self._dir = Path(tempfile.mkdtemp(prefix="fetcher-bench-"))
@@ -232,11 +248,16 @@ class FetcherProcesses:
         if self._meta_db is None:
             raise RuntimeError("the metadata database is created in __enter__")
         host, port = _admin_address()  # FETCHER_BENCH_POSTGRES_DSN may name another server
-        return {
+        env = {
             **env,
             **distributed_env(self._meta_db, self._suffix),
             "DATABASE_URL": f"postgresql://postgres@{host}:{port}/{self._meta_db}",
         }
+        if self._local_store:
+            env = {k: v for k, v in env.items() if not k.startswith("OBJECT_STORAGE_")}
+            env["OBJECT_STORAGE_LOCAL_WORKER"] = "true"
+            env["OBJECT_STORAGE_LOCAL_DIR"] = str(self._dir / "objects")
+        return env
 
     def _spawn(self, env: dict[str, str], name: str, nice: int = 0) -> subprocess.Popen[bytes]:
         command = ["nice", "-n", str(nice), FETCHER, "run"] if nice else [FETCHER, "run"]
@@ -259,7 +280,7 @@ class FetcherProcesses:
         )
         self._wait_health(self.base)
         self.pid = self.manager_pid = manager.pid
-        if self.mode == "worker":
+        if self.mode in ("worker", "worker_local"):
             health = _free_port()
             worker = self._spawn(
                 {**env, "FETCHER_MODE": "worker", "HEALTH_PORT": str(health)},
@@ -299,8 +320,9 @@ class FetcherProcesses:
                     f"fetcher.bench.{self._suffix}", f"fetcher.bench.events.{self._suffix}"
                 )
             )
-            deleted = delete_s3_prefix(bench_prefix(self._suffix))
-            print(f"  ({deleted} bench objects deleted from the test bucket)", flush=True)
+            if not self._local_store:
+                deleted = delete_s3_prefix(bench_prefix(self._suffix))
+                print(f"  ({deleted} bench objects deleted from the test bucket)", flush=True)
         if exc is None:
             shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -335,10 +357,15 @@ class FetcherProcesses:
                     headers={"X-Product-Name": PRODUCT},
                 )
 
-    def job(self, mapped: dict[str, Any], filters: dict[str, Any] | None) -> JobFigure:
-        """One job to its end; figures of the extracting process."""
+    def job(
+        self, mapped: dict[str, Any], filters: dict[str, Any] | None, meter: Meter | None = None
+    ) -> JobFigure:
+        """One job to its end; figures of the extracting process, and ``meter``'s from
+        submission to the poll that saw the job end."""
         reset_tree_peaks(self.pid)
         _, cpu_before = tree_figures(self.pid)
+        if meter is not None:
+            meter.start()
         request: dict[str, Any] = {"mappedFields": mapped}
         if filters:
             request["filters"] = filters
@@ -354,13 +381,23 @@ class FetcherProcesses:
         ):
             time.sleep(POLL_SECONDS)
         wall = time.perf_counter() - began
+        meters = meter.stop() if meter is not None else {}
         peak, cpu_after = tree_figures(self.pid)
         cpu = cpu_after - cpu_before
         size, rows = self._result_figures(job_id) if state["status"] == "completed" else (0, None)
+        if self._local_store:
+            self._delete_local_objects()
         return JobFigure(
             state["status"], _seconds_between(state["createdAt"], state["completedAt"]), wall,
-            size, rows, peak, state.get("metadata", {}).get("error"), cpu,
+            size, rows, peak, state.get("metadata", {}).get("error"), cpu, meters,
         )  # fmt: skip
+
+    def _delete_local_objects(self) -> None:
+        """Every stored object of the local store (a 1.5 M-row ledger is 850 MB a job); the
+        directories stay, the store created them at start."""
+        for path in (self._dir / "objects").rglob("*"):
+            if path.is_file():
+                path.unlink(missing_ok=True)
 
     def _result_figures(self, job_id: str) -> tuple[int, int | None]:
         """``size_bytes`` and ``row_count`` from the job's ``job.completed`` feed item."""

@@ -399,7 +399,20 @@ class _Reader:
     def _object_storage(self, mode: Mode) -> ObjectStorageSettings:
         endpoint = self.get("OBJECT_STORAGE_ENDPOINT") or None
         bucket = self.get("OBJECT_STORAGE_BUCKET")
-        if mode is Mode.WORKER and (endpoint is None or not bucket):
+        # ``OBJECT_STORAGE_LOCAL_WORKER`` (not in the contract, issue 23): an explicit opt-in
+        # for a Worker to store results in the local directory, for one host and benchmarks
+        # (Workers on other hosts would not share it). Without it the §9.3 refusal stands.
+        if self.boolean("OBJECT_STORAGE_LOCAL_WORKER") and mode is Mode.WORKER:
+            if endpoint is not None or bucket:
+                raise StartupRefused(
+                    "OBJECT_STORAGE_LOCAL_WORKER=true excludes "
+                    "OBJECT_STORAGE_ENDPOINT and OBJECT_STORAGE_BUCKET"
+                )
+            if not self.get("OBJECT_STORAGE_LOCAL_DIR"):
+                raise StartupRefused(
+                    "OBJECT_STORAGE_LOCAL_WORKER=true requires OBJECT_STORAGE_LOCAL_DIR"
+                )
+        elif mode is Mode.WORKER and (endpoint is None or not bucket):
             raise StartupRefused("object storage is not configured")
         if mode is Mode.EMBEDDED and endpoint is not None and not bucket:
             raise StartupRefused("object storage is not configured")
