@@ -93,8 +93,11 @@ def _admin_address() -> tuple[str, int]:
 
 def postmaster_pid() -> int:
     """The PID of the bench's PostgreSQL server (the parent of a backend)."""
-    backend = postgres_scalar("postgres", "SELECT pg_backend_pid()")
-    fields = Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()
+    with psycopg.connect(ADMIN, dbname="postgres", autocommit=True) as db:
+        row = db.execute(b"SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        # read while the backend lives: it exits with this connection
+        fields = Path(f"/proc/{row[0]}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[1])
 
 

@@ -256,10 +256,12 @@ async def _stream_bytes(
 
 
 async def test_batches_encoded_in_the_encoder_process_are_the_same_bytes(
-    pg_descriptor: object, postgres_dsn: str
+    pg_descriptor: object, postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Embedded mode's batch encoder (issue 12): the child parses the JSON columns and writes
-    each batch's bytes; the document is byte for byte the in-process one."""
+    each batch's bytes; the document is byte for byte the in-process one. (The general path:
+    the row-text fast path, issue 23, needs no encoder.)"""
+    monkeypatch.setattr(PostgresConnector, "row_text", False)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(_DOCS_SQL)
     with BatchEncoder() as encoder:  # the connector starts it (start_soon) when it streams
@@ -363,7 +365,10 @@ async def test_json_nested_too_deep_fails_with_the_query_text(
 
 
 async def test_json_nested_at_the_bound_is_extracted_byte_for_byte(
-    deep_tables: ConnectionDescriptor, batch_encoder: BatchEncoder, postgres_dsn: str
+    deep_tables: ConnectionDescriptor,
+    batch_encoder: BatchEncoder,
+    postgres_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with psycopg.connect(postgres_dsn) as conn:
         texts = conn.execute("SELECT id, doc::text, js::text FROM public.at_bound").fetchall()
@@ -372,9 +377,11 @@ async def test_json_nested_at_the_bound_is_extracted_byte_for_byte(
         for id_, doc, js in texts
     ]
     reference = dumps_document({"pg": {"at_bound": rows}})
+    row_texts = await _run_job(deep_tables, "at_bound", None)  # issue 23's fast path
+    monkeypatch.setattr(PostgresConnector, "row_text", False)
     in_process = await _run_job(deep_tables, "at_bound", None)
     in_child = await _run_job(deep_tables, "at_bound", batch_encoder)
-    assert in_process == in_child == reference
+    assert row_texts == in_process == in_child == reference
     _, kinds = await _stream_bytes(deep_tables, "at_bound", batch_encoder)
     assert kinds == ["PreEncodedBatch"] * len(narrow_batches(25, 10))  # the child wrote them
     document = json.loads(in_process)

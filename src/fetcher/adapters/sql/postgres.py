@@ -43,6 +43,7 @@ from psycopg.types.string import TextLoader
 from fetcher.adapters.batch_sizing import BatchSizer
 from fetcher.adapters.encoder_process import TextBatch, encoded_batches
 from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
+from fetcher.adapters.row_text import RowTextBatch
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
@@ -346,6 +347,7 @@ def _tolerant_rows(result: PGresult, conn: AsyncConn) -> list[tuple[Any, ...]]:
 
 
 _is_not_none = partial(is_not, None)
+_FIRST = itemgetter(0)
 _AT_4 = itemgetter(4)
 _AT_10 = itemgetter(10)
 _LAST = itemgetter(-1)
@@ -592,6 +594,52 @@ def select_sql(query: TableQuery) -> tuple[str, list[object]]:
     return wrapped, list(params)
 
 
+#: Years 1..9999: a timestamp in them is finished by the server below; one outside them
+#: (``infinity``, BC, five-digit years) keeps the engine's text, as ``_DateTimeText`` does.
+_IN_YEARS = "{c} >= '0001-01-01{z}' AND {c} < '10000-01-01{z}'"
+#: Server-side §5.3 text of each family the row-text fast path covers, for a column ``{c}``
+#: (the same value as the loaders above make of it, tested against them); ``None`` (absent):
+#: the table takes the general path.
+_ROW_TEXT_EXPRS: dict[TypeFamily, str] = {
+    TypeFamily.INTEGER: "{c}",
+    TypeFamily.BOOLEAN: "{c}",
+    TypeFamily.TEXT: "{c}",
+    TypeFamily.UUID: "{c}",
+    TypeFamily.JSON: "{c}",
+    TypeFamily.DECIMAL: "{c}::numeric::text",
+    TypeFamily.DATE: "{c}::text",
+    TypeFamily.TIMESTAMP: (
+        f"CASE WHEN {_IN_YEARS.format(c='{c}', z='')} "
+        "THEN replace({c}::text, ' ', 'T') || 'Z' ELSE {c}::text END"
+    ),
+    TypeFamily.TIMESTAMPTZ: (
+        f"CASE WHEN {_IN_YEARS.format(c='{c}', z='Z')} "
+        "THEN left(replace({c}::text, ' ', 'T'), -3) || 'Z' ELSE {c}::text END"
+    ),
+    TypeFamily.BYTES: "translate(encode({c}, 'base64'), chr(10), '')",  # no line breaks
+}
+
+
+def row_text_sql(query: TableQuery) -> tuple[str, list[object]] | None:
+    """Issue 23's fast path: the SELECT of :func:`select_sql` wrapped so that the server
+    writes each row as one JSON object text (``row_to_json``) whose members already hold
+    their §5.3 values, for :class:`~fetcher.adapters.row_text.RowTextBatch`; ``None`` when a
+    column's family (floats, times, arrays, intervals, ``"char"`` …) is not covered, and the
+    table takes the general path. Keys are the catalog names (``row_to_json`` escapes them).
+    """
+    exprs = []
+    for column in query.columns:
+        template = _ROW_TEXT_EXPRS.get(column.family)
+        if template is None or column.native_type == '"char"':
+            return None
+        value = template.replace("{c}", f'"fetcher_rows".{quote_ident(column.name)}')
+        exprs.append(f"{value} AS {quote_ident(column.name)}")
+    sql, params = select_sql(query)
+    inner = f'SELECT {", ".join(exprs)} FROM ({sql}) AS "fetcher_rows"'  # noqa: S608 - quoted
+    outer = f'SELECT row_to_json("fetcher_row")::text FROM ({inner}) AS "fetcher_row"'  # noqa: S608
+    return outer, params
+
+
 # --------------------------------------------------------------------------------------------
 # TLS files (§11.2)
 # --------------------------------------------------------------------------------------------
@@ -648,6 +696,11 @@ class PostgresConnector(NetworkConnector):
     """A read-only psycopg 3 session on one PostgreSQL datasource (the ``Connector`` port)."""
 
     _conn: AsyncConn | None = None
+    #: Issue 23: tables whose every column :func:`row_text_sql` covers are written by the
+    #: server as row texts; ``False`` (tests comparing the two paths) keeps the general path.
+    row_text: ClassVar[bool] = True
+    #: The fast path's ``FETCH`` in flight, ended before the connection closes.
+    _prefetch: asyncio.Task[list[tuple[Any, ...]]] | None = None
 
     async def __aenter__(self) -> Self:
         with map_postgres_errors(Phase.CONNECT, self._name):
@@ -672,6 +725,11 @@ class PostgresConnector(NetworkConnector):
         tb: TracebackType | None,
     ) -> None:
         conn, self._conn = self._conn, None
+        prefetch, self._prefetch = self._prefetch, None
+        if prefetch is not None and not prefetch.done():  # a stream left at a batch (a failed job)
+            prefetch.cancel()
+            with suppress(psycopg.Error, OSError, asyncio.CancelledError):
+                await prefetch
         if conn is not None:
             with suppress(psycopg.Error, OSError):
                 await conn.close()
@@ -725,7 +783,8 @@ class PostgresConnector(NetworkConnector):
         (:func:`~fetcher.adapters.encoder_process.encoded_batches`).
         """
         conn = self._require(Phase.QUERY)
-        sql, params = select_sql(query)
+        fast = row_text_sql(query) if self.row_text else None
+        sql, params = select_sql(query) if fast is None else fast
         names = tuple(column.name for column in query.columns)
         json_columns = _json_columns(query.columns)
         with map_postgres_errors(Phase.QUERY, self._name, query.table):
@@ -733,6 +792,14 @@ class PostgresConnector(NetworkConnector):
                 cursor_name = f"fetcher_{secrets.token_hex(8)}"
                 async with conn.cursor(name=cursor_name) as cursor:
                     await cursor.execute(sql, params)
+                    if fast is not None:
+                        label = query.table.label
+                        result_columns(cursor.description, ["row_to_json"], self._name, label)
+                        fast_batches = self._row_text_batches(cursor, conn, query, json_columns)
+                        async with aclosing(fast_batches) as laid_out:
+                            async for laid in laid_out:
+                                yield laid
+                        return
                     converters = self._converters(query, cursor.description, conn)
                     sizer = BatchSizer(self._batch_size)
                     if self._encoder is not None:
@@ -748,6 +815,37 @@ class PostgresConnector(NetworkConnector):
                     while rows := await self._fetch(cursor, conn, sizer):
                         columns = _columns(rows, converters, names, self._name)
                         yield FastRowBatch(names, columns, json_columns=json_columns)
+
+    async def _row_text_batches(
+        self,
+        cursor: AsyncCursor,
+        conn: AsyncConn,
+        query: TableQuery,
+        json_columns: Sequence[int],
+    ) -> AsyncGenerator[RowTextBatch, None]:
+        """The fast path's batches (:func:`row_text_sql`), with the next ``FETCH`` in flight
+        while the consumer lays out and writes the current batch: the server writes rows
+        (its share of the work here) while this process works, one batch ahead at most."""
+        names = tuple(column.name for column in query.columns)
+        canonical = all(column.native_type != "json" for column in query.columns)
+        sizer = BatchSizer(self._batch_size)
+        pending = self._prefetch = asyncio.ensure_future(self._fetch(cursor, conn, sizer))
+        try:
+            while rows := await pending:
+                pending = self._prefetch = asyncio.ensure_future(self._fetch(cursor, conn, sizer))
+                await asyncio.sleep(0)  # the next FETCH leaves before this batch's work
+                texts = list(map(_FIRST, rows))
+                if None in texts:  # never from row_to_json: another server's answer
+                    detail = f"table '{query.table.label}' answered a row without its text"
+                    raise engine_error(Phase.QUERY, self._name, detail)
+                yield RowTextBatch(
+                    names, texts, json_columns=json_columns, canonical_ints=canonical
+                )
+        finally:
+            if not pending.done():  # stopped early: the FETCH in flight ends before the cursor
+                with suppress(psycopg.Error, OSError):
+                    await pending
+            self._prefetch = None
 
     async def _text_batches(
         self,
