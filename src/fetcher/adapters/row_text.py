@@ -2,7 +2,7 @@
 per-value work; contract §5.3, §5.4).
 
 A connector's fast path asks the source database to write every row as one compact JSON
-object whose members already hold their §5.3 values (PostgreSQL: ``row_to_json`` over
+object whose members already hold their §5.3 values (PostgreSQL: a concatenation of
 server-side casts, ``postgres.row_text_sql``). What is left is layout: the C extension
 (:func:`~fetcher.adapters.json_layout.layout_rows`) sorts the keys at every level, indents,
 re-escapes strings canonically and copies numbers as received, without one Python object per

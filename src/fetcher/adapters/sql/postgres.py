@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -597,47 +598,51 @@ def select_sql(query: TableQuery) -> tuple[str, list[object]]:
 #: Years 1..9999: a timestamp in them is finished by the server below; one outside them
 #: (``infinity``, BC, five-digit years) keeps the engine's text, as ``_DateTimeText`` does.
 _IN_YEARS = "{c} >= '0001-01-01{z}' AND {c} < '10000-01-01{z}'"
-#: Server-side §5.3 text of each family the row-text fast path covers, for a column ``{c}``
-#: (the same value as the loaders above make of it, tested against them); ``None`` (absent):
-#: the table takes the general path.
+#: The server-side JSON text of the §5.3 value of each family the row-text fast path covers,
+#: for a column ``{c}`` (NULL for NULL): the same value the loaders above make of it (tested
+#: against them). Text goes through ``to_json`` (escaping, padding kept by the type's output);
+#: the other families' text is ASCII without quotes or backslashes, so quoting is enough.
+#: Absent (floats, times, arrays, intervals, other types): the table takes the general path.
 _ROW_TEXT_EXPRS: dict[TypeFamily, str] = {
-    TypeFamily.INTEGER: "{c}",
-    TypeFamily.BOOLEAN: "{c}",
-    TypeFamily.TEXT: "{c}",
-    TypeFamily.UUID: "{c}",
-    TypeFamily.JSON: "{c}",
-    TypeFamily.DECIMAL: "{c}::numeric::text",
-    TypeFamily.DATE: "{c}::text",
+    TypeFamily.INTEGER: "{c}::text",
+    TypeFamily.BOOLEAN: "{c}::text",
+    TypeFamily.TEXT: "to_json({c})::text",
+    TypeFamily.JSON: "{c}::text",
+    TypeFamily.UUID: "'\"' || {c}::text || '\"'",
+    TypeFamily.DECIMAL: "'\"' || {c}::numeric::text || '\"'",
+    TypeFamily.DATE: "'\"' || {c}::text || '\"'",
     TypeFamily.TIMESTAMP: (
-        f"CASE WHEN {_IN_YEARS.format(c='{c}', z='')} "
-        "THEN replace({c}::text, ' ', 'T') || 'Z' ELSE {c}::text END"
+        f"'\"' || CASE WHEN {_IN_YEARS.format(c='{c}', z='')} "
+        "THEN replace({c}::text, ' ', 'T') || 'Z' ELSE {c}::text END || '\"'"
     ),
     TypeFamily.TIMESTAMPTZ: (
-        f"CASE WHEN {_IN_YEARS.format(c='{c}', z='Z')} "
-        "THEN left(replace({c}::text, ' ', 'T'), -3) || 'Z' ELSE {c}::text END"
+        f"'\"' || CASE WHEN {_IN_YEARS.format(c='{c}', z='Z')} "
+        "THEN left(replace({c}::text, ' ', 'T'), -3) || 'Z' ELSE {c}::text END || '\"'"
     ),
-    TypeFamily.BYTES: "translate(encode({c}, 'base64'), chr(10), '')",  # no line breaks
+    TypeFamily.BYTES: "'\"' || translate(encode({c}, 'base64'), chr(10), '') || '\"'",
 }
 
 
 def row_text_sql(query: TableQuery) -> tuple[str, list[object]] | None:
     """Issue 23's fast path: the SELECT of :func:`select_sql` wrapped so that the server
-    writes each row as one JSON object text (``row_to_json``) whose members already hold
-    their §5.3 values, for :class:`~fetcher.adapters.row_text.RowTextBatch`; ``None`` when a
-    column's family (floats, times, arrays, intervals, ``"char"`` …) is not covered, and the
-    table takes the general path. Keys are the catalog names (``row_to_json`` escapes them).
+    writes each row as one compact JSON object text whose members already hold their §5.3
+    values, for :class:`~fetcher.adapters.row_text.RowTextBatch` (which sorts and lays them
+    out); ``None`` when a column's family (floats, times, arrays, intervals, ``"char"`` …) is
+    not covered, and the table takes the general path. The keys (catalog names, JSON-escaped
+    here) are bound parameters. Plain concatenation costs the server less than
+    ``row_to_json`` (which measured about 0.4 CPU-s more per 500 k ledger rows).
     """
-    exprs = []
+    members, keys = [], []
     for column in query.columns:
         template = _ROW_TEXT_EXPRS.get(column.family)
         if template is None or column.native_type == '"char"':
             return None
         value = template.replace("{c}", f'"fetcher_rows".{quote_ident(column.name)}')
-        exprs.append(f"{value} AS {quote_ident(column.name)}")
+        members.append(f"%s::text || coalesce({value}, 'null')")
+        keys.append(json.dumps(column.name, ensure_ascii=False) + ":")
     sql, params = select_sql(query)
-    inner = f'SELECT {", ".join(exprs)} FROM ({sql}) AS "fetcher_rows"'  # noqa: S608 - quoted
-    outer = f'SELECT row_to_json("fetcher_row")::text FROM ({inner}) AS "fetcher_row"'  # noqa: S608
-    return outer, params
+    row = "'{' || " + " || ',' || ".join(members) + " || '}'"
+    return f'SELECT {row} FROM ({sql}) AS "fetcher_rows"', [*keys, *params]  # noqa: S608
 
 
 # --------------------------------------------------------------------------------------------
@@ -794,7 +799,7 @@ class PostgresConnector(NetworkConnector):
                     await cursor.execute(sql, params)
                     if fast is not None:
                         label = query.table.label
-                        result_columns(cursor.description, ["row_to_json"], self._name, label)
+                        result_columns(cursor.description, ["row_text"], self._name, label)
                         fast_batches = self._row_text_batches(cursor, conn, query, json_columns)
                         async with aclosing(fast_batches) as laid_out:
                             async for laid in laid_out:
@@ -835,7 +840,7 @@ class PostgresConnector(NetworkConnector):
                 pending = self._prefetch = asyncio.ensure_future(self._fetch(cursor, conn, sizer))
                 await asyncio.sleep(0)  # the next FETCH leaves before this batch's work
                 texts = list(map(_FIRST, rows))
-                if None in texts:  # never from row_to_json: another server's answer
+                if None in texts:  # never from row_text_sql: another server's answer
                     detail = f"table '{query.table.label}' answered a row without its text"
                     raise engine_error(Phase.QUERY, self._name, detail)
                 yield RowTextBatch(
