@@ -91,7 +91,9 @@ typedef struct {
     size_t n_members, cap_members;
     char *moved; /* an object's members while they are put in key order */
     size_t cap_moved;
-    /* the result */
+    /* the result, written straight into a bytes object (shrunk to size at the end: no final
+     * copy, which for one huge value was a second output-sized buffer at the peak) */
+    PyObject *out_obj;
     char *out;
     size_t n_out, cap_out;
 } State;
@@ -124,13 +126,42 @@ reserve(void **buf, size_t *cap, size_t used, size_t need, size_t size)
     return OK;
 }
 
+static int
+out_grow(State *s, size_t need)
+{
+    size_t limit = (size_t)PY_SSIZE_T_MAX;
+    if (need > limit || s->n_out > limit - need) {
+        return NOMEM;
+    }
+    size_t want = s->n_out + need;
+    size_t grown = s->cap_out < 64 ? 64 : s->cap_out;
+    while (grown < want) {
+        grown = grown > limit / 2 ? limit : grown * 2;
+    }
+    if (s->out_obj == NULL) {
+        s->out_obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)grown);
+    }
+    else if (_PyBytes_Resize(&s->out_obj, (Py_ssize_t)grown) < 0) {
+        s->out_obj = NULL; /* freed by _PyBytes_Resize */
+    }
+    if (s->out_obj == NULL) {
+        PyErr_Clear(); /* reported as NOMEM by the caller */
+        s->out = NULL;
+        s->cap_out = s->n_out = 0;
+        return NOMEM;
+    }
+    s->out = PyBytes_AS_STRING(s->out_obj);
+    s->cap_out = grown;
+    return OK;
+}
+
 static inline int
 out_reserve(State *s, size_t need)
 {
-    if (s->cap_out - s->n_out >= need) {
+    if (s->out_obj != NULL && s->cap_out - s->n_out >= need) {
         return OK;
     }
-    return reserve((void **)&s->out, &s->cap_out, s->n_out, need, 1);
+    return out_grow(s, need);
 }
 
 /* The caller reserved the room. */
@@ -839,7 +870,8 @@ state_free(State *s)
     PyMem_Free(s->stack);
     PyMem_Free(s->members);
     PyMem_Free(s->moved);
-    PyMem_Free(s->out);
+    Py_CLEAR(s->out_obj);
+    s->out = NULL;
 }
 
 /* The UTF-8 bytes of one text: bytes, str (its UTF-8; a str with a lone surrogate has none,
@@ -929,14 +961,16 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     int outcome = OK;
 
     /* A first guess of the output size: the texts plus a little layout each (at most
-     * GUESS_CAP; the buffer grows past it when needed). */
+     * GUESS_CAP; the buffer grows past it when needed, and shrinks to size at the end). A low
+     * guess costs one doubling of a batch-sized buffer; a high one is memory held at the peak
+     * beside a huge value (tests/e2e/test_wide_rows_memory.py). */
     size_t guess = 64;
     for (Py_ssize_t i = 0; i < count && guess < GUESS_CAP; i++) {
         PyObject *item = items[i];
         size_t n = PyBytes_Check(item)     ? (size_t)PyBytes_GET_SIZE(item)
                    : PyUnicode_Check(item) ? (size_t)PyUnicode_GET_LENGTH(item)
                                            : 0;
-        guess += (n < GUESS_CAP ? n + n / 4 : GUESS_CAP) + 16;
+        guess += (n < GUESS_CAP ? n + n / 16 : GUESS_CAP) + 16;
     }
     if (guess > GUESS_CAP) {
         guess = GUESS_CAP;
@@ -968,7 +1002,10 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     }
 
     if (outcome == OK) {
-        result = PyBytes_FromStringAndSize(s.out, (Py_ssize_t)s.n_out);
+        if (_PyBytes_Resize(&s.out_obj, (Py_ssize_t)s.n_out) == 0) {
+            result = s.out_obj;
+        }
+        s.out_obj = NULL; /* handed over, or freed by _PyBytes_Resize with its error set */
     }
     else if (outcome == DECLINE) {
         result = Py_NewRef(Py_None);
