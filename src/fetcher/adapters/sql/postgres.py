@@ -849,8 +849,11 @@ class PostgresConnector(NetworkConnector):
                     names, texts, json_columns=json_columns, canonical_ints=canonical
                 )
         finally:
-            if not pending.done():  # stopped early: the FETCH in flight ends before the cursor
-                with suppress(psycopg.Error, OSError):
+            if not pending.done():  # stopped early (a failed or cancelled job): psycopg
+                # cancels the FETCH in flight on the server, which may be slow (a view that
+                # sleeps), instead of waiting for its rows
+                pending.cancel()
+                with suppress(psycopg.Error, OSError, asyncio.CancelledError):
                     await pending
             self._prefetch = None
 
