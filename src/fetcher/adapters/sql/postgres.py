@@ -733,10 +733,8 @@ class PostgresConnector(NetworkConnector):
     ) -> None:
         conn, self._conn = self._conn, None
         prefetch, self._prefetch = self._prefetch, None
-        if prefetch is not None and not prefetch.done():  # a stream left at a batch (a failed job)
-            prefetch.cancel()
-            with suppress(psycopg.Error, OSError, asyncio.CancelledError):
-                await prefetch
+        if prefetch is not None:  # a stream left at a batch (a failed job)
+            await _cancel_fetch(prefetch)
         if conn is not None:
             with suppress(psycopg.Error, OSError):
                 await conn.close()
@@ -849,12 +847,7 @@ class PostgresConnector(NetworkConnector):
                     names, texts, json_columns=json_columns, canonical_ints=canonical
                 )
         finally:
-            if not pending.done():  # stopped early (a failed or cancelled job): psycopg
-                # cancels the FETCH in flight on the server, which may be slow (a view that
-                # sleeps), instead of waiting for its rows
-                pending.cancel()
-                with suppress(psycopg.Error, OSError, asyncio.CancelledError):
-                    await pending
+            await _cancel_fetch(pending)  # stopped early: a failed or cancelled job
             self._prefetch = None
 
     async def _text_batches(
@@ -906,6 +899,15 @@ class PostgresConnector(NetworkConnector):
             for index, (column, described) in enumerate(zip(columns, result, strict=True))
         )
         return [(index, convert) for index, convert in chosen if convert is not None]
+
+
+async def _cancel_fetch(fetch: asyncio.Task[list[tuple[Any, ...]]]) -> None:
+    """End a ``FETCH`` still in flight: psycopg cancels it on the server, which may be slow (a
+    view that sleeps per row), instead of waiting for its rows."""
+    if not fetch.done():
+        fetch.cancel()
+        with suppress(psycopg.Error, OSError, asyncio.CancelledError):
+            await fetch
 
 
 def _json_columns(columns: Sequence[Column]) -> tuple[int, ...]:
