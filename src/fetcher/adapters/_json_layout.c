@@ -1019,8 +1019,488 @@ done:
     return result;
 }
 
+/* ---- rows from a driver's values (layout_columns) ----------------------------------------- */
+
+/* What a column of layout_columns holds, and how its values are written (json_layout.py's
+ * ColumnKind repeats these numbers). None is null for every kind; a value of another type
+ * than its kind lists declines. */
+enum {
+    K_NUMBER = 0,   /* int (exactly) or the text of a JSON number (grammar checked): a number */
+    K_STRING = 1,   /* str: a string */
+    K_DATETIME = 2, /* str "YYYY-MM-DD HH:MM:SS[.f]": MySQL's datetime_text, as a string */
+    K_TIME = 3,     /* str of [-0-9:.]: MySQL's time_text (fraction's trailing zeros), a string */
+    K_BYTES = 4,    /* bytes or bytearray: standard base64 with padding, a string */
+    K_JSON = 5,     /* str holding one JSON value: laid out as layout_rows lays out a text */
+    K_SCALAR = 6,   /* str as K_STRING, int as K_NUMBER, bytes as K_BYTES */
+    K_COUNT = 7
+};
+
+/* A Python error inside a conversion: MemoryError is NOMEM, any other declines (the caller's
+ * path then meets the value and says what it makes of it). */
+static int
+converted_error(void)
+{
+    int nomem = PyErr_ExceptionMatches(PyExc_MemoryError);
+    PyErr_Clear();
+    return nomem ? NOMEM : DECLINE;
+}
+
+/* The UTF-8 of a str: an ASCII str's own bytes, else a new bytes object (*owned, released by
+ * the caller) rather than the UTF-8 copy CPython would cache on the str for its lifetime. A
+ * lone surrogate, which has no UTF-8, declines. */
+static int
+str_utf8(PyObject *item, const unsigned char **data, size_t *len, PyObject **owned)
+{
+    *owned = NULL;
+    if (PyUnicode_IS_ASCII(item)) {
+        *data = PyUnicode_1BYTE_DATA(item);
+        *len = (size_t)PyUnicode_GET_LENGTH(item);
+        return OK;
+    }
+    *owned = PyUnicode_AsUTF8String(item);
+    if (*owned == NULL) {
+        return converted_error();
+    }
+    *data = (const unsigned char *)PyBytes_AS_STRING(*owned);
+    *len = (size_t)PyBytes_GET_SIZE(*owned);
+    return OK;
+}
+
+/* A string literal of any UTF-8 text, escaped as §5.4 says (write_string's escapes). The
+ * escaped length is counted first, so the output grows by exactly what the literal takes. */
+static int
+write_text(State *s, const unsigned char *text, size_t len)
+{
+    size_t extra = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = text[i];
+        if (c < 0x20) {
+            extra += control_escapes[c][1] == 'u' ? 5 : 1;
+        }
+        else if (c == '"' || c == '\\') {
+            extra += 1;
+        }
+    }
+    if (extra == 0) {
+        return write_string(s, text, len, 0);
+    }
+    if (len > (size_t)PY_SSIZE_T_MAX - 2 - extra || out_reserve(s, len + extra + 2) != OK) {
+        return NOMEM;
+    }
+    char *d = s->out + s->n_out;
+    *d++ = '"';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = text[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *d++ = (char)c;
+        }
+        else if (c >= 0x20) {
+            *d++ = '\\';
+            *d++ = (char)c;
+        }
+        else {
+            const char *e = control_escapes[c];
+            size_t k = e[1] == 'u' ? 6 : 2;
+            memcpy(d, e, k);
+            d += k;
+        }
+    }
+    *d++ = '"';
+    s->n_out = (size_t)(d - s->out);
+    return OK;
+}
+
+/* An exact int in decimal digits (beyond 64 bits: its str). */
+static int
+write_int(State *s, PyObject *item)
+{
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        return converted_error();
+    }
+    if (overflow) {
+        PyObject *text = PyObject_Str(item);
+        if (text == NULL) {
+            return converted_error();
+        }
+        const unsigned char *data;
+        size_t len;
+        PyObject *owned;
+        int r = str_utf8(text, &data, &len, &owned);
+        if (r == OK) {
+            r = out_reserve(s, len) != OK ? NOMEM : OK;
+            if (r == OK) {
+                out_bytes(s, data, len);
+            }
+        }
+        Py_XDECREF(owned);
+        Py_DECREF(text);
+        return r;
+    }
+    char digits[24];
+    char *end = digits + sizeof(digits);
+    char *p = end;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0) {
+        *--p = '-';
+    }
+    if (out_reserve(s, (size_t)(end - p)) != OK) {
+        return NOMEM;
+    }
+    out_bytes(s, p, (size_t)(end - p));
+    return OK;
+}
+
+/* The text of a JSON number, checked whole against the grammar and copied. */
+static int
+write_number_text(State *s, const unsigned char *text, size_t len)
+{
+    s->src = text;
+    s->len = len;
+    s->pos = 0;
+    int r = number_value(s);
+    if (r == OK && s->pos != len) {
+        return DECLINE;
+    }
+    return r;
+}
+
+/* MySQL's datetime_text (fetcher.adapters.sql.mysql) of the server's DATETIME/TIMESTAMP text:
+ * "YYYY-MM-DDTHH:MM:SS[.fraction without trailing zeros]Z", or with a space and no Z for a
+ * zero year, month or day (the engine's text). Any other shape declines. */
+static int
+write_datetime(State *s, const unsigned char *t, size_t n)
+{
+    static const char shape[] = "dddd-dd-dd dd:dd:dd";
+    if (!(n == 19 || (n >= 21 && n <= 26 && t[19] == '.'))) {
+        return DECLINE;
+    }
+    for (size_t i = 0; i < 19; i++) {
+        if (shape[i] == 'd' ? !is_digit(t[i]) : t[i] != (unsigned char)shape[i]) {
+            return DECLINE;
+        }
+    }
+    for (size_t i = 20; i < n; i++) {
+        if (!is_digit(t[i])) {
+            return DECLINE;
+        }
+    }
+    size_t end = n;
+    while (end > 20 && t[end - 1] == '0') {
+        end--;
+    }
+    int zero = memcmp(t, "0000", 4) == 0 || (t[5] == '0' && t[6] == '0') ||
+               (t[8] == '0' && t[9] == '0');
+    if (out_reserve(s, 32) != OK) {
+        return NOMEM;
+    }
+    out_byte(s, '"');
+    out_bytes(s, t, 10);
+    out_byte(s, zero ? ' ' : 'T');
+    out_bytes(s, t + 11, 8);
+    if (end > 20) {
+        out_bytes(s, t + 19, end - 19); /* "." and the fraction */
+    }
+    if (!zero) {
+        out_byte(s, 'Z');
+    }
+    out_byte(s, '"');
+    return OK;
+}
+
+/* MySQL's time_text: TIME text ([-]HHH:MM:SS[.ffffff]) with, when it holds a '.', its
+ * trailing zeros and then dots removed. Characters other than digits, '-', ':' and '.'
+ * decline. */
+static int
+write_time(State *s, const unsigned char *t, size_t n)
+{
+    int dot = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = t[i];
+        if (c == '.') {
+            dot = 1;
+        }
+        else if (!is_digit(c) && c != '-' && c != ':') {
+            return DECLINE;
+        }
+    }
+    if (dot) {
+        while (n > 0 && t[n - 1] == '0') {
+            n--;
+        }
+        while (n > 0 && t[n - 1] == '.') {
+            n--;
+        }
+    }
+    return write_string(s, t, n, 0); /* nothing to escape */
+}
+
+static const char base64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Standard base64 with padding, as a string (§5.3 bytes). */
+static int
+write_base64(State *s, const unsigned char *b, size_t n)
+{
+    size_t groups = n / 3 + (n % 3 != 0);
+    if (groups > ((size_t)PY_SSIZE_T_MAX - 2) / 4 || out_reserve(s, 4 * groups + 2) != OK) {
+        return NOMEM;
+    }
+    char *d = s->out + s->n_out;
+    *d++ = '"';
+    size_t i = 0;
+    for (; n - i >= 3; i += 3) {
+        uint32_t v = ((uint32_t)b[i] << 16) | ((uint32_t)b[i + 1] << 8) | b[i + 2];
+        d[0] = base64_alphabet[v >> 18];
+        d[1] = base64_alphabet[(v >> 12) & 63];
+        d[2] = base64_alphabet[(v >> 6) & 63];
+        d[3] = base64_alphabet[v & 63];
+        d += 4;
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)b[i] << 16;
+        d[0] = base64_alphabet[v >> 18];
+        d[1] = base64_alphabet[(v >> 12) & 63];
+        d[2] = '=';
+        d[3] = '=';
+        d += 4;
+    }
+    else if (n - i == 2) {
+        uint32_t v = ((uint32_t)b[i] << 16) | ((uint32_t)b[i + 1] << 8);
+        d[0] = base64_alphabet[v >> 18];
+        d[1] = base64_alphabet[(v >> 12) & 63];
+        d[2] = base64_alphabet[(v >> 6) & 63];
+        d[3] = '=';
+        d += 4;
+    }
+    *d++ = '"';
+    s->n_out = (size_t)(d - s->out);
+    return OK;
+}
+
+/* One value of a column of `kind`, as a member's value at `level`. */
+static int
+write_value(State *s, PyObject *item, int kind, size_t level)
+{
+    if (item == Py_None) {
+        if (out_reserve(s, 4) != OK) {
+            return NOMEM;
+        }
+        out_bytes(s, "null", 4);
+        return OK;
+    }
+    if (kind == K_SCALAR) {
+        kind = PyUnicode_CheckExact(item) ? K_STRING
+               : PyLong_CheckExact(item)  ? K_NUMBER
+                                          : K_BYTES;
+    }
+    if (kind == K_BYTES) {
+        if (PyBytes_CheckExact(item)) {
+            return write_base64(s, (const unsigned char *)PyBytes_AS_STRING(item),
+                                (size_t)PyBytes_GET_SIZE(item));
+        }
+        if (PyByteArray_CheckExact(item)) {
+            return write_base64(s, (const unsigned char *)PyByteArray_AS_STRING(item),
+                                (size_t)PyByteArray_GET_SIZE(item));
+        }
+        return DECLINE;
+    }
+    if (kind == K_NUMBER && PyLong_CheckExact(item)) {
+        return write_int(s, item);
+    }
+    if (!PyUnicode_CheckExact(item)) {
+        return DECLINE; /* a bool, a float, a subclass, ...: the caller's path knows */
+    }
+    const unsigned char *text;
+    size_t len;
+    PyObject *owned;
+    int r = str_utf8(item, &text, &len, &owned);
+    if (r != OK) {
+        return r;
+    }
+    switch (kind) {
+    case K_NUMBER:
+        r = write_number_text(s, text, len);
+        break;
+    case K_STRING:
+        r = write_text(s, text, len);
+        break;
+    case K_DATETIME:
+        r = write_datetime(s, text, len);
+        break;
+    case K_TIME:
+        r = write_time(s, text, len);
+        break;
+    case K_JSON:
+        s->src = text;
+        s->len = len;
+        r = layout_text(s, level);
+        break;
+    default:
+        r = DECLINE;
+        break;
+    }
+    Py_XDECREF(owned);
+    return r;
+}
+
+/* A guess of the output size of `count` rows (see layout_rows): their str and bytes values plus
+ * the keys and the layout of every member. */
+static size_t
+columns_guess(PyObject **rows, Py_ssize_t count, size_t member_bytes)
+{
+    size_t guess = 64;
+    for (Py_ssize_t i = 0; i < count && guess < GUESS_CAP; i++) {
+        PyObject *row = rows[i];
+        if (!PyTuple_CheckExact(row)) {
+            break; /* layout_columns declines it */
+        }
+        guess += member_bytes;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(row); j++) {
+            PyObject *item = PyTuple_GET_ITEM(row, j);
+            size_t n = PyBytes_CheckExact(item)     ? (size_t)PyBytes_GET_SIZE(item) / 3 * 4
+                       : PyUnicode_CheckExact(item) ? (size_t)PyUnicode_GET_LENGTH(item)
+                                                    : 8;
+            guess += n < GUESS_CAP ? n + n / 16 : GUESS_CAP;
+        }
+    }
+    return guess > GUESS_CAP ? GUESS_CAP : guess;
+}
+
+PyDoc_STRVAR(layout_columns_doc,
+             "layout_columns(rows, order, keys, kinds, depth, max_depth, /)\n--\n\n"
+             "The §5.4 bytes of driver rows (tuples) as row objects at depth, or None to "
+             "decline.");
+
+static PyObject *
+layout_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "layout_columns takes rows, order, keys, kinds, depth and max_depth");
+        return NULL;
+    }
+    Py_ssize_t depth = level_argument(args[4], "depth");
+    if (depth < 0) {
+        return NULL;
+    }
+    Py_ssize_t max_depth = level_argument(args[5], "max_depth");
+    if (max_depth < 0) {
+        return NULL;
+    }
+    PyObject *order = args[1], *keys = args[2], *kinds = args[3];
+    if (!PyTuple_CheckExact(order) || !PyTuple_CheckExact(keys) || !PyBytes_CheckExact(kinds)) {
+        PyErr_SetString(PyExc_TypeError, "order and keys must be tuples, kinds bytes");
+        return NULL;
+    }
+    Py_ssize_t width = PyTuple_GET_SIZE(order);
+    if (width == 0 || PyTuple_GET_SIZE(keys) != width || PyBytes_GET_SIZE(kinds) != width) {
+        PyErr_SetString(PyExc_ValueError, "order, keys and kinds must be as long, and not empty");
+        return NULL;
+    }
+    const unsigned char *kind_of = (const unsigned char *)PyBytes_AS_STRING(kinds);
+    Py_ssize_t *column_at = PyMem_New(Py_ssize_t, (size_t)width);
+    if (column_at == NULL) {
+        return PyErr_NoMemory();
+    }
+    size_t member_bytes = 16;
+    for (Py_ssize_t j = 0; j < width; j++) {
+        PyObject *index = PyTuple_GET_ITEM(order, j);
+        PyObject *key = PyTuple_GET_ITEM(keys, j);
+        Py_ssize_t at = PyLong_Check(index) ? PyLong_AsSsize_t(index) : -1;
+        if (at < 0 || at >= width || !PyBytes_CheckExact(key) || kind_of[j] >= K_COUNT) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError,
+                                "order holds column indices, keys bytes, kinds known kinds");
+            }
+            PyMem_Free(column_at);
+            return NULL;
+        }
+        column_at[j] = at;
+        member_bytes += (size_t)PyBytes_GET_SIZE(key) + 2 * (size_t)depth + 8;
+    }
+    PyObject *sequence = PySequence_Fast(args[0], "rows must be a sequence");
+    if (sequence == NULL) {
+        PyMem_Free(column_at);
+        return NULL;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
+    PyObject **rows = PySequence_Fast_ITEMS(sequence);
+
+    State s;
+    memset(&s, 0, sizeof(s));
+    s.max_depth = (size_t)max_depth;
+    PyObject *result = NULL;
+    int outcome = out_reserve(&s, columns_guess(rows, count, member_bytes));
+
+    for (Py_ssize_t i = 0; i < count && outcome == OK; i++) {
+        PyObject *row = rows[i];
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != width) {
+            outcome = DECLINE; /* the caller's path reports a row of another width */
+            break;
+        }
+        if (i > 0) {
+            outcome = out_newline(&s, ",", 1, (size_t)depth);
+        }
+        if (outcome == OK) {
+            outcome = out_reserve(&s, 1);
+        }
+        if (outcome != OK) {
+            break;
+        }
+        out_byte(&s, '{');
+        for (Py_ssize_t j = 0; j < width && outcome == OK; j++) {
+            PyObject *key = PyTuple_GET_ITEM(keys, j);
+            size_t key_len = (size_t)PyBytes_GET_SIZE(key);
+            outcome = out_newline(&s, ",", j ? 1 : 0, (size_t)depth + 1);
+            if (outcome == OK) {
+                outcome = out_reserve(&s, key_len + 2);
+            }
+            if (outcome == OK) {
+                out_bytes(&s, PyBytes_AS_STRING(key), key_len);
+                out_bytes(&s, ": ", 2);
+                outcome = write_value(&s, PyTuple_GET_ITEM(row, column_at[j]), kind_of[j],
+                                      (size_t)depth + 1);
+            }
+        }
+        if (outcome == OK) {
+            outcome = out_newline(&s, "", 0, (size_t)depth);
+        }
+        if (outcome == OK) {
+            outcome = out_reserve(&s, 1);
+        }
+        if (outcome == OK) {
+            out_byte(&s, '}');
+        }
+    }
+
+    if (outcome == OK) {
+        if (_PyBytes_Resize(&s.out_obj, (Py_ssize_t)s.n_out) == 0) {
+            result = s.out_obj;
+        }
+        s.out_obj = NULL;
+    }
+    else if (outcome == DECLINE) {
+        result = Py_NewRef(Py_None);
+    }
+    else {
+        PyErr_NoMemory();
+    }
+    state_free(&s);
+    PyMem_Free(column_at);
+    Py_DECREF(sequence);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"layout_rows", (PyCFunction)(void (*)(void))layout_rows, METH_FASTCALL, layout_rows_doc},
+    {"layout_columns", (PyCFunction)(void (*)(void))layout_columns, METH_FASTCALL,
+     layout_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 

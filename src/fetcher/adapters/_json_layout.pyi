@@ -5,3 +5,12 @@ from collections.abc import Sequence
 def layout_rows(
     texts: Sequence[bytes | bytearray | memoryview | str], depth: int, max_depth: int, /
 ) -> bytes | None: ...
+def layout_columns(
+    rows: Sequence[object],
+    order: tuple[int, ...],
+    keys: tuple[bytes, ...],
+    kinds: bytes,
+    depth: int,
+    max_depth: int,
+    /,
+) -> bytes | None: ...

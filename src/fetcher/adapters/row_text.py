@@ -15,12 +15,11 @@ and the rows read from it are the same either way.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from typing import overload
+from collections.abc import Sequence
 
-from fetcher.adapters.fastjson import FastRowBatch, encode_rows, parse_json_column
+from fetcher.adapters.fastjson import LazyColumnsBatch, encode_rows, parse_json_column
 from fetcher.adapters.json_layout import layout_rows
-from fetcher.engine.kit import MAX_JSON_DEPTH, ROW_DEPTH, JsonDepthError, Row, naming_column
+from fetcher.engine.kit import MAX_JSON_DEPTH, ROW_DEPTH, JsonDepthError, naming_column
 
 __all__ = ["RowTextBatch"]
 
@@ -30,7 +29,7 @@ __all__ = ["RowTextBatch"]
 _ROW_MAX_DEPTH = MAX_JSON_DEPTH + 1
 
 
-class RowTextBatch(FastRowBatch):
+class RowTextBatch(LazyColumnsBatch):
     """Rows of one table as the source's JSON object texts (``str`` or UTF-8 ``bytes``), one
     per row, with the columns' ``names`` (the object's keys) and the indices of its JSON
     columns.
@@ -40,7 +39,7 @@ class RowTextBatch(FastRowBatch):
     The columns are parsed on the first read of the rows, which the writer, given the bytes,
     never needs."""
 
-    __slots__ = ("_canonical_ints", "_parsed", "_texts")
+    __slots__ = ("_canonical_ints", "_texts")
 
     def __init__(
         self,
@@ -50,23 +49,14 @@ class RowTextBatch(FastRowBatch):
         json_columns: Sequence[int],
         canonical_ints: bool,
     ) -> None:
-        super().__init__(names, [() for _ in names], json_columns=json_columns)
-        self._length = len(texts)
+        super().__init__(names, len(texts), json_columns=json_columns)
         self._texts = texts
         self._canonical_ints = canonical_ints
-        self._parsed = False
 
     @property
     def texts(self) -> Sequence[str | bytes]:
         """The rows' texts as the source wrote them."""
         return self._texts
-
-    @property
-    def columns(self) -> tuple[Sequence[object], ...]:
-        if not self._parsed:
-            self._columns = tuple(self._parse())
-            self._parsed = True
-        return self._columns
 
     def encoded_rows(self, depth: int) -> bytes | memoryview | None:
         """The C layout of the texts at the rows' depth; otherwise the parsed columns through
@@ -77,24 +67,10 @@ class RowTextBatch(FastRowBatch):
                 return laid
         return encode_rows(self, depth)
 
-    @overload
-    def __getitem__(self, index: int) -> Row: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> FastRowBatch: ...
-
-    def __getitem__(self, index: int | slice) -> Row | FastRowBatch:
-        _ = self.columns  # the base class reads the parsed columns
-        return super().__getitem__(index)
-
-    def __iter__(self) -> Iterator[Row]:
-        _ = self.columns
-        return super().__iter__()
-
     def __repr__(self) -> str:
         return f"RowTextBatch({self.names!r}, {len(self)} rows)"
 
-    def _parse(self) -> list[Sequence[object]]:
+    def _make_columns(self) -> list[Sequence[object]]:
         """The columns, from the texts parsed as the general path parses a JSON column
         (invalid UTF-8 replaced, §5.3 Text row); a value nested too deep names its column."""
         texts = [

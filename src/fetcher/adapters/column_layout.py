@@ -1,0 +1,137 @@
+"""Driver rows laid out as §5.4 row objects in C, straight from the driver's values (issue 23;
+contract §5.3, §5.4).
+
+A driver such as asyncmy hands over each row as a tuple of plain values: ``int`` for integers,
+the server's text for decimals, dates, times and JSON, ``bytes`` for binary strings. The
+general path turns those into §5.3 values column by column in Python and encodes them; here
+the C extension (``layout_columns`` in ``_json_layout.c``) writes the same bytes from the
+tuples directly: per column a :class:`ColumnKind` says how its values are written (the same
+conversion the connector's general path applies, tested byte for byte against it), the
+members in key order (code points), JSON texts laid out as :func:`~fetcher.adapters.
+json_layout.layout_rows` lays them out. The server does no more work than for the general
+path.
+
+It declines (``None``) a batch holding anything it does not write exactly as the general path
+would: a value of another type than its kind (a ``float``, ``bytes`` in a text column), a text
+of another shape (a datetime the server did not print), JSON that is not exactly one valid
+value or nests past the bound, a row of another width, or the module not being built. The
+connector then takes its general path for that batch, which also raises whatever error that
+batch deserves, so the rows and errors are the same either way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Final
+
+from fetcher.adapters.fastjson import LazyColumnsBatch, encode_rows
+from fetcher.adapters.json_layout import layout_value
+from fetcher.engine.kit import MAX_JSON_DEPTH, ROW_DEPTH
+
+__all__ = [
+    "NATIVE",
+    "ColumnKind",
+    "ColumnPlan",
+    "LaidOutBatch",
+    "column_plan",
+    "layout_columns",
+]
+
+_native: Callable[..., bytes | None] | None
+try:
+    from fetcher.adapters._json_layout import layout_columns as _native
+except ImportError:  # built without a C compiler: every batch takes the general path
+    _native = None
+
+#: Whether the C extension is built; without it every batch takes the general path.
+NATIVE: Final = _native is not None
+
+
+class ColumnKind(IntEnum):
+    """How a column's values are written (``None`` is ``null`` for every kind); the numbers
+    are the C module's."""
+
+    #: ``int``, or the text of a JSON number: the number.
+    NUMBER = 0
+    #: ``str``: a string.
+    STRING = 1
+    #: ``str``, MySQL's DATETIME/TIMESTAMP text: ``mysql.datetime_text`` of it.
+    DATETIME = 2
+    #: ``str``, MySQL's TIME text: ``mysql.time_text`` of it.
+    TIME = 3
+    #: ``bytes``/``bytearray``: standard base64 with padding.
+    BYTES = 4
+    #: ``str`` holding one JSON value: the value, laid out (exact numbers, keys sorted).
+    JSON = 5
+    #: ``str`` as :attr:`STRING`, ``int`` as :attr:`NUMBER`, ``bytes`` as :attr:`BYTES`.
+    SCALAR = 6
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnPlan:
+    """How one query's rows are laid out: the column indices in key order, each one's §5.4
+    key literal (``b'"name"'``) and kind, in that order."""
+
+    order: tuple[int, ...]
+    keys: tuple[bytes, ...]
+    kinds: bytes
+
+
+def column_plan(names: Sequence[str], kinds: Sequence[ColumnKind]) -> ColumnPlan | None:
+    """The plan for columns ``names`` of ``kinds``; ``None`` when there is nothing to lay out
+    here: no column, a name twice, a name without UTF-8 (a lone surrogate), or no C module."""
+    if _native is None or not names or len(set(names)) != len(names):
+        return None
+    order = tuple(sorted(range(len(names)), key=names.__getitem__))  # code point order
+    keys = []
+    for index in order:
+        key = layout_value(json.dumps(names[index], ensure_ascii=False), 0)
+        if key is None:
+            return None
+        keys.append(key)
+    return ColumnPlan(order, tuple(keys), bytes(kinds[index] for index in order))
+
+
+def layout_columns(
+    rows: Sequence[tuple[object, ...]], plan: ColumnPlan, depth: int = ROW_DEPTH
+) -> bytes | None:
+    """The §5.4 bytes of ``rows`` as row objects at ``depth``, joined as array elements (as
+    ``SelfEncodingRows.encoded_rows`` gives them); ``None`` declines (see the module)."""
+    if _native is None:
+        return None
+    return _native(rows, plan.order, plan.keys, plan.kinds, depth, MAX_JSON_DEPTH)
+
+
+class LaidOutBatch(LazyColumnsBatch):
+    """Rows already laid out at :data:`ROW_DEPTH`, with the ``convert`` that makes their
+    columns (the general path's conversion of the same driver rows), called only when
+    something reads the rows; the writer, given the bytes, never does."""
+
+    __slots__ = ("_convert", "_laid")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        length: int,
+        laid: bytes,
+        convert: Callable[[], Sequence[Sequence[object]]],
+        *,
+        json_columns: Sequence[int],
+    ) -> None:
+        super().__init__(names, length, json_columns=json_columns)
+        self._laid = laid
+        self._convert = convert
+
+    def encoded_rows(self, depth: int) -> bytes | memoryview | None:
+        """The laid-out bytes at :data:`ROW_DEPTH`; elsewhere the columns through
+        :func:`~fetcher.adapters.fastjson.encode_rows`."""
+        return self._laid if depth == ROW_DEPTH else encode_rows(self, depth)
+
+    def __repr__(self) -> str:
+        return f"LaidOutBatch({self.names!r}, {len(self)} rows)"
+
+    def _make_columns(self) -> Sequence[Sequence[object]]:
+        return self._convert()
