@@ -81,6 +81,7 @@ __all__ = [
     "dumps_document",
     "encode_row",
     "write_document",
+    "write_part",
 ]
 
 #: Nesting depth of a row object: document → datasource → table → array (§5.4).
@@ -695,38 +696,46 @@ def document_head(key: str) -> bytes:
     return b"{" + _frame_prefix(0, key)
 
 
+async def write_part(sink: ResultSink, index: int, key: str, spool: Spool) -> int:
+    """Write part ``index`` of the document into ``sink``: its framing (separator, indentation,
+    ``key``) and its spool's bytes, after parts ``0..index-1``. Returns the bytes written.
+
+    Raises ``ValueError`` if the spool yields a different byte count than its ``size``, since
+    the size limit and ``size_bytes`` were computed from it.
+    """
+    prefix = _frame_prefix(index, key)
+    await sink.write(prefix)
+    expected, produced = spool.size, 0
+    async for chunk in spool.read():
+        if chunk:
+            await sink.write(chunk)
+            produced += len(chunk)
+    if produced != expected:
+        raise ValueError(f"spool of {key!r} yielded {produced} bytes, expected {expected}")
+    return len(prefix) + produced
+
+
 async def write_document(
     parts: Sequence[tuple[str, Spool]], sink: ResultSink, *, start: int = 0
 ) -> int:
     """Write the framing and each spool's bytes, in the given (key) order, into ``sink``
     (§4.3 step 5). Returns the number of bytes written.
 
-    With ``start=1`` the sink already holds :func:`document_head` of part 0 and part 0's value
-    (direct streaming, §4.3.1): only the parts after it and the closing framing are written.
-
-    Raises ``ValueError`` if a spool yields a different byte count than its ``size``, since the
-    size limit and ``size_bytes`` were computed from it.
+    With ``start=k`` (k ≥ 1) the sink already holds :func:`document_head` of part 0, part 0's
+    value and parts ``1..k-1`` as :func:`write_part` writes them (direct streaming and the
+    runner's early appends, §4.3.1): only the parts from ``k`` on and the closing framing are
+    written. Raises ``ValueError`` as :func:`write_part` does.
     """
     written = 0
-    pending = b"" if start else b"{"
-    for index, (key, spool) in enumerate(parts):
-        if index < start:
-            continue
-        pending += _frame_prefix(index, key)
-        await sink.write(pending)
-        written += len(pending)
-        pending = b""
-        expected, produced = spool.size, 0
-        async for chunk in spool.read():
-            if chunk:
-                await sink.write(chunk)
-                produced += len(chunk)
-        if produced != expected:
-            raise ValueError(f"spool of {key!r} yielded {produced} bytes, expected {expected}")
-        written += produced
-    pending += _frame_suffix(len(parts))
-    await sink.write(pending)
-    return written + len(pending)
+    if not start:
+        await sink.write(b"{")
+        written = 1
+    for index in range(start, len(parts)):
+        key, spool = parts[index]
+        written += await write_part(sink, index, key, spool)
+    suffix = _frame_suffix(len(parts))
+    await sink.write(suffix)
+    return written + len(suffix)
 
 
 def dumps_document(doc: Mapping[str, Mapping[str, Sequence[Row]]]) -> bytes:

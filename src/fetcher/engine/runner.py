@@ -6,8 +6,10 @@ arrive. The first failing datasource cancels the rest.
 
 §4.3.1 Direct streaming: the first datasource in key order streams straight into the sink
 (after the document's head), so the host's encryption and upload overlap the extraction; the
-others go to their spools, which are appended in key order once every datasource is done. The
-running byte counts (the streamed part's and the spools') still give the exact document size,
+others go to their spools. Each spool is appended to the sink, in key order, as soon as its
+datasource and every part before it are done: while other datasources still run, inside the
+extraction (so its encryption and upload overlap them too), else after it. The running byte
+counts (the streamed part's and the spools') still give the exact document size,
 so ``maxResultBytes`` fails the run as soon as it is proven exceeded. A run that raises has
 therefore possibly written a prefix of the document to the sink: the host MUST discard it (abort
 the multipart upload, remove the temporary file), as it already must for a failing sink.
@@ -32,6 +34,7 @@ from fetcher.engine.document import (
     document_head,
     document_size,
     write_document,
+    write_part,
 )
 from fetcher.engine.errors import EngineError, ErrorCategory, JsonDepthError
 from fetcher.engine.model import ExtractionResult
@@ -106,12 +109,17 @@ async def extract_to_spools(
     spools: SpoolFactory,
     stack: AsyncExitStack,
     direct: ResultSink | None = None,
-) -> tuple[list[tuple[str, Spool]], int]:
-    """Run every datasource into its own spool; return the spools in key order and the row
-    count. Spools are closed by ``stack`` on every exit path (the caller owns it).
+) -> tuple[list[tuple[str, Spool]], int, int]:
+    """Run every datasource into its own spool; return the spools in key order, the row count,
+    and how many parts (in key order) are in ``direct`` already. Spools are closed by ``stack``
+    on every exit path (the caller owns it).
 
     With ``direct``, the first datasource streams into that sink instead (§4.3.1): its entry
-    in the result is a spool that holds nothing."""
+    in the result is a spool that holds nothing. Then, while later datasources still run, each
+    finished spool that comes next in key order is appended to ``direct`` as well
+    (:func:`~fetcher.engine.document.write_part`), so its encryption and upload overlap the
+    extraction left; what remains once every datasource is done is the caller's
+    (``write_document(start=...)``)."""
     parts: list[_Part] = []
     for index, datasource in enumerate(plan.datasources):
         if direct is not None and index == 0:
@@ -122,21 +130,55 @@ async def extract_to_spools(
         parts.append(_Part(datasource.name, spool, DatasourceWriter(spool)))
     guard = _SizeGuard(parts, plan.request.limits.max_result_bytes)
     gate = asyncio.Semaphore(plan.request.limits.max_concurrency)
+    finished = [asyncio.Event() for _ in parts]
+    appended = _Appended(1 if direct is not None else 0)
 
-    async def run(datasource: DatasourcePlan, part: _Part) -> None:
+    async def run(index: int, datasource: DatasourcePlan) -> None:
         async with gate:
-            await _extract_datasource(datasource, part.writer, registry, guard)
+            await _extract_datasource(datasource, parts[index].writer, registry, guard)
+        finished[index].set()
 
     try:
         async with asyncio.TaskGroup() as group:
-            for datasource, part in zip(plan.datasources, parts, strict=True):
-                group.create_task(run(datasource, part))
+            for index, datasource in enumerate(plan.datasources):
+                group.create_task(run(index, datasource))
+            if direct is not None and len(parts) > 2:  # with two, nothing is left to overlap
+                group.create_task(_append_finished(parts, finished, direct, appended))
     except BaseExceptionGroup as group_error:
         raise _first_engine_error(group_error) from None
     size = document_size([(p.name, p.spool.size) for p in parts])
     if size > plan.request.limits.max_result_bytes:
         raise size_limit_error(plan.request.limits.max_result_bytes)
-    return [(p.name, p.spool) for p in parts], sum(p.writer.row_count for p in parts)
+    rows = sum(p.writer.row_count for p in parts)
+    return [(p.name, p.spool) for p in parts], rows, appended.count
+
+
+@dataclass
+class _Appended:
+    """How many parts, in key order, are in the direct sink."""
+
+    count: int
+
+
+async def _append_finished(
+    parts: Sequence[_Part],
+    finished: Sequence[asyncio.Event],
+    sink: ResultSink,
+    appended: _Appended,
+) -> None:
+    """Append the spools after the streamed part to ``sink`` in key order, each as soon as its
+    datasource and every part before it are done, while some datasource still runs (then the
+    rest is the caller's, outside the extraction's deadline). A failing sink fails the run, as
+    it does for the streamed part."""
+    await finished[0].wait()
+    while appended.count < len(parts):
+        part = parts[appended.count]
+        await finished[appended.count].wait()
+        if all(event.is_set() for event in finished):
+            return
+        await write_part(sink, appended.count, part.name, part.spool)
+        await part.spool.close()  # its bytes are in the sink: its memory or disk is free now
+        appended.count += 1
 
 
 async def _extract_datasource(
@@ -200,18 +242,21 @@ async def execute_plan(
     on_extracted: Callable[[], None] | None = None,
 ) -> ExtractionResult:
     """Extract before ``deadline_at`` (event-loop time; §3.5 ``timeoutSeconds``), the first
-    datasource streaming into ``sink`` meanwhile (§4.3.1), then append the spools. The deadline
-    covers extraction and sizing; ``on_extracted`` is called when they are done, before the
+    datasource streaming into ``sink`` meanwhile (§4.3.1) and finished spools appended while
+    others still run, then append the rest. The deadline covers extraction and sizing (and the
+    appends made during extraction); ``on_extracted`` is called when they are done, before the
     rest of the document goes to the sink (the host's storage clock, §4.3 steps 5–6)."""
     hashing = _HashingSink(sink)
     direct = hashing if plan.datasources else None
     async with AsyncExitStack() as stack:
         try:
             async with asyncio.timeout_at(deadline_at):
-                parts, rows = await extract_to_spools(plan, registry, spools, stack, direct)
+                parts, rows, appended = await extract_to_spools(
+                    plan, registry, spools, stack, direct
+                )
         except TimeoutError:
             raise EngineError(ErrorCategory.TIMEOUT, "execution exceeded its deadline") from None
         if on_extracted is not None:
             on_extracted()
-        await write_document(parts, hashing, start=1 if direct is not None else 0)
+        await write_document(parts, hashing, start=appended)
         return ExtractionResult(rows, hashing.size, hashing.sha256.hexdigest())
