@@ -41,6 +41,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1032,7 +1033,8 @@ enum {
     K_BYTES = 4,    /* bytes or bytearray: standard base64 with padding, a string */
     K_JSON = 5,     /* str holding one JSON value: laid out as layout_rows lays out a text */
     K_SCALAR = 6,   /* str as K_STRING, int as K_NUMBER, bytes as K_BYTES */
-    K_COUNT = 7
+    K_FLOAT = 7,    /* float: its repr (§5.3 float row), NaN and the infinities as strings */
+    K_COUNT = 8
 };
 
 /* A Python error inside a conversion: MemoryError is NOMEM, any other declines (the caller's
@@ -1283,6 +1285,33 @@ write_base64(State *s, const unsigned char *b, size_t n)
     return OK;
 }
 
+/* A float as the engine writes it (fetcher.adapters.fastjson._float_value): its repr, the
+ * shortest text that round-trips; "NaN", "Infinity" and "-Infinity" as strings. */
+static int
+write_float(State *s, double v)
+{
+    if (!isfinite(v)) {
+        const char *text = isnan(v) ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+        size_t n = strlen(text);
+        if (out_reserve(s, n) != OK) {
+            return NOMEM;
+        }
+        out_bytes(s, text, n);
+        return OK;
+    }
+    char *repr = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (repr == NULL) {
+        return converted_error();
+    }
+    size_t n = strlen(repr);
+    int r = out_reserve(s, n) != OK ? NOMEM : OK;
+    if (r == OK) {
+        out_bytes(s, repr, n);
+    }
+    PyMem_Free(repr);
+    return r;
+}
+
 /* One value of a column of `kind`, as a member's value at `level`. */
 static int
 write_value(State *s, PyObject *item, int kind, size_t level)
@@ -1312,6 +1341,9 @@ write_value(State *s, PyObject *item, int kind, size_t level)
     }
     if (kind == K_NUMBER && PyLong_CheckExact(item)) {
         return write_int(s, item);
+    }
+    if (kind == K_FLOAT) {
+        return PyFloat_CheckExact(item) ? write_float(s, PyFloat_AS_DOUBLE(item)) : DECLINE;
     }
     if (!PyUnicode_CheckExact(item)) {
         return DECLINE; /* a bool, a float, a subclass, ...: the caller's path knows */

@@ -12,7 +12,7 @@ json_layout.layout_rows` lays them out. The server does no more work than for th
 path.
 
 It declines (``None``) a batch holding anything it does not write exactly as the general path
-would: a value of another type than its kind (a ``float``, ``bytes`` in a text column), a text
+would: a value of another type than its kind (a ``bool``, ``bytes`` in a text column), a text
 of another shape (a datetime the server did not print), JSON that is not exactly one valid
 value or nests past the bound, a row of another width, or the module not being built. The
 connector then takes its general path for that batch, which also raises whatever error that
@@ -68,6 +68,8 @@ class ColumnKind(IntEnum):
     JSON = 5
     #: ``str`` as :attr:`STRING`, ``int`` as :attr:`NUMBER`, ``bytes`` as :attr:`BYTES`.
     SCALAR = 6
+    #: ``float``: its ``repr``; NaN and the infinities as the §5.3 strings.
+    FLOAT = 7
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from fetcher.adapters.column_layout import LaidOutBatch
-from fetcher.adapters.sql.mysql import MysqlConnector, layout_plan
+from fetcher.adapters.sql.mysql import MysqlConnector
 from fetcher.engine.document import ROW_DEPTH
 from fetcher.engine.model import ConnectionDescriptor
 from fetcher.engine.ports import Row, TableQuery
@@ -33,12 +33,12 @@ _TABLE_SQL = (
         neg BIGINT, t TIME(6), t0 TIME, dt DATETIME(6), dt0 DATETIME, dt3 DATETIME(3),
         ts TIMESTAMP(6) NULL DEFAULT NULL, day DATE, bin BINARY(4), vb VARBINARY(100),
         bl BLOB, doc JSON, txt LONGTEXT, l1 VARCHAR(40) CHARACTER SET latin1,
-        ch CHAR(5), u UUID, ip INET6, `we``ird %s key` TEXT, `ключ` INT
+        ch CHAR(5), u UUID, ip INET6, `we``ird %s key` TEXT, `ключ` INT, fl FLOAT, db DOUBLE
     )""",
-    "CREATE TABLE laid_float (id INT, f DOUBLE)",
-    "INSERT INTO laid_float VALUES (1, 0.1)",
+    "CREATE TABLE laid_point (id INT, pt POINT)",
+    "INSERT INTO laid_point VALUES (1, POINT(1, 2))",
 )
-_COLUMNS = 28
+_COLUMNS = 30
 
 _TEXTS = [
     "", "plain", 'quote " and \\ backslash', "tab\tnew\nline\rcr\bbs\fff", "\x01\x1f\x7f",
@@ -109,6 +109,8 @@ def _rows(count: int, seed: int) -> Iterator[tuple[object, ...]]:
             maybe(rng.choice(["::1", "2001:db8::ff00:42:8329", "::ffff:192.0.2.1"])),
             maybe(rng.choice(_TEXTS)),
             maybe(index),
+            maybe(rng.choice([0.1, -0.0, 3.4e38, 1e-38, 100.0, 16777217.0])),
+            maybe(rng.choice([0.1, -0.0, 1e300, 5e-324, 100.0, 1e16, 2.5e-7])),
         )
 
 
@@ -174,15 +176,22 @@ async def test_the_c_layout_writes_the_general_paths_bytes_and_rows(
     assert {row["big"] for row in rows} >= {2**64 - 1}
     assert {json.dumps(row["doc"]) for row in rows} >= {'"not json"', '"1."', '"[-]"'}
     assert {row["we`ird %s key"] for row in rows} >= set(_TEXTS)
+    assert {row["db"] for row in rows} >= {0.1, 1e300, 5e-324, 2.5e-7}
+    # FLOAT as the server prints it (6 significant digits): what both paths read
+    assert {row["fl"] for row in rows} >= {0.1, 100.0, 16777200.0, 3.4e38}
 
 
-async def test_a_table_with_a_float_takes_the_general_path(laid: ConnectionDescriptor) -> None:
-    async with MysqlConnector(laid) as connector:
-        table = await _table(connector, "laid_float")
-        assert layout_plan(table.columns) is None
-        batches = [batch async for batch in connector.stream(TableQuery(table, table.columns))]
-    assert [type(batch).__name__ for batch in batches] == ["FastRowBatch"]
-    assert list(batches[0]) == [{"f": 0.1, "id": 1}]
+async def test_a_spatial_value_is_laid_out_as_the_general_path_writes_it(
+    laid: ConnectionDescriptor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A POINT arrives as ``bytes`` (family OTHER): base64 on both paths."""
+    (fast, fast_rows), (general, general_rows) = await _both_paths(laid, "laid_point", monkeypatch)
+    assert (fast[1], general[1]) == (["LaidOutBatch"], ["FastRowBatch"])
+    assert fast[0] == general[0]
+    assert fast_rows == general_rows
+    [row] = fast_rows
+    assert isinstance(row["pt"], str)
+    assert row["pt"]
 
 
 async def test_a_projection_is_laid_out_in_key_order(laid: ConnectionDescriptor) -> None:

@@ -42,6 +42,7 @@ _FAMILY = {
     ColumnKind.BYTES: TypeFamily.BYTES,
     ColumnKind.JSON: TypeFamily.JSON,
     ColumnKind.SCALAR: TypeFamily.OTHER,
+    ColumnKind.FLOAT: TypeFamily.FLOAT,
 }
 
 
@@ -143,6 +144,7 @@ _VALUES: dict[ColumnKind, st.SearchStrategy[object]] = {
     ColumnKind.BYTES: st.binary(max_size=40) | st.binary(max_size=5).map(bytearray),
     ColumnKind.JSON: st.builds(_json_text, _json_values, st.booleans()),
     ColumnKind.SCALAR: st.one_of(st.text(max_size=10), st.integers(), st.binary(max_size=6)),
+    ColumnKind.FLOAT: st.floats() | st.sampled_from([0.1, 100.0, -0.0, 1e16, 5e-324, 1e300]),
 }
 
 
@@ -167,13 +169,14 @@ def test_generated_rows_are_the_general_paths_bytes(
 
 @native
 def test_the_values_of_each_kind_in_detail() -> None:
-    names = ["n", "s", "dt", "t", "b", "j", "o"]
+    names = ["n", "s", "dt", "t", "b", "j", "o", "f"]
     kinds = list(ColumnKind)
     rows = [
         (2**64 + 1, 'q"\\\x01\n é😀', "2024-01-02 03:04:05.120000", "-838:59:59.000000",
-         b"\x00\xff", '{"b": 1.50, "a": [-0, 1E+2]}', "u-u-i-d"),
-        (-5, "", "0000-00-00 00:00:00", "100:00:00.5", bytearray(b"ab"), "[]", 7),
-        (None, None, "2024-01-00 00:00:00.000", "00:00:00", b"", "null", b"\x01\x02\x03"),
+         b"\x00\xff", '{"b": 1.50, "a": [-0, 1E+2]}', "u-u-i-d", 0.1),
+        (-5, "", "0000-00-00 00:00:00", "100:00:00.5", bytearray(b"ab"), "[]", 7, 1e16),
+        (None, None, "2024-01-00 00:00:00.000", "00:00:00", b"", "null", b"\x01\x02\x03",
+         float("nan")),
     ]  # fmt: skip
     laid = _same_or_declined(rows, names, kinds)
     assert laid is not None
@@ -186,6 +189,8 @@ def test_the_values_of_each_kind_in_detail() -> None:
     assert [row["t"] for row in rows_back] == ["-838:59:59", "100:00:00.5", "00:00:00"]
     assert [row["b"] for row in rows_back] == ["AP8=", "YWI=", ""]
     assert [row["o"] for row in rows_back] == ["u-u-i-d", 7, "AQID"]
+    assert [row["f"] for row in rows_back] == [0.1, 1e16, "NaN"]
+    assert b'"f": 1e+16' in laid
     assert b'"j": {\n          "a": [\n            -0,\n            1E+2\n' in laid
     assert list(rows_back[0]) == sorted(names)
 
@@ -218,6 +223,8 @@ _DECLINED: list[tuple[ColumnKind, object]] = [
     (ColumnKind.JSON, "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)),
     (ColumnKind.JSON, b"[1]"),
     (ColumnKind.SCALAR, 0.5),
+    (ColumnKind.FLOAT, 1),
+    (ColumnKind.FLOAT, "0.1"),
     (ColumnKind.SCALAR, None.__class__),
 ]
 
@@ -367,12 +374,12 @@ def test_without_the_native_module_every_batch_declines(monkeypatch: pytest.Monk
 
 
 @native
-def test_mysql_plans_cover_every_family_the_connector_finds_but_floats() -> None:
+def test_mysql_plans_cover_every_family_the_connector_finds() -> None:
     def plan(family: TypeFamily) -> object:
         return mysql.layout_plan([Column("id", TypeFamily.INTEGER, "int"), Column("v", family, "")])
 
     assert {family for family in TypeFamily if plan(family) is not None} == {
         TypeFamily.INTEGER, TypeFamily.DECIMAL, TypeFamily.TEXT, TypeFamily.DATE,
         TypeFamily.TIMESTAMP, TypeFamily.TIMESTAMPTZ, TypeFamily.TIME, TypeFamily.BYTES,
-        TypeFamily.JSON, TypeFamily.OTHER,
+        TypeFamily.JSON, TypeFamily.OTHER, TypeFamily.FLOAT,
     }  # fmt: skip

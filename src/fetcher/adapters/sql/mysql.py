@@ -341,10 +341,10 @@ def _column_converter(column: Column) -> Callable[[Sequence[Any]], Sequence[obje
 
 #: Issue 23: how :func:`~fetcher.adapters.column_layout.layout_columns` writes each family's
 #: driver values, the same conversion as :func:`_column_converter` (tested byte for byte
-#: against it). Absent (floats: the driver's ``float``, whose text orjson writes): the table
-#: takes the general path.
+#: against it); a family absent here sends the table to the general path.
 _KINDS: dict[TypeFamily, ColumnKind] = {
     TypeFamily.INTEGER: ColumnKind.NUMBER,
+    TypeFamily.FLOAT: ColumnKind.FLOAT,
     TypeFamily.DECIMAL: ColumnKind.STRING,
     TypeFamily.TEXT: ColumnKind.STRING,
     TypeFamily.DATE: ColumnKind.STRING,
