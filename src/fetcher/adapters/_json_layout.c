@@ -2,7 +2,7 @@
  * fetcher.adapters._json_layout: JSON texts re-laid out as contract §5.4 bytes, in C, without
  * building Python objects (issue 23). The Python API and its contract are in json_layout.py.
  *
- * layout_rows(texts, depth, max_depth) -> bytes | None
+ * layout_rows(texts, depth, max_depth[, timestamps, zoned]) -> bytes | None
  *
  *   Each text (bytes, str or another bytes-like object) is exactly one JSON value (RFC 8259,
  *   strict: whitespace is space, tab, LF and CR only). The result holds each value's §5.4 text
@@ -17,6 +17,10 @@
  *   - a \u escape of a lone surrogate (a pair becomes its astral character);
  *   - an object with a key twice (Python keeps the last value: not worth the copy here);
  *   - nesting deeper than `max_depth` containers (`[]` nests 1, a scalar 0).
+ *
+ *   `timestamps` and `zoned` (tuples of bytes, the decoded keys): members of a text's outermost
+ *   object whose string value is a PostgreSQL timestamp (zoned: timestamptz) text, written in
+ *   §5.3's UTC form when it has the years-1..9999 shape, else as it is (stamp_value).
  *
  *   Written as §5.4 says: 2 spaces per level, one member or element per line, ": " after keys,
  *   keys sorted by code point (the byte order of their decoded UTF-8) at every level, strings
@@ -92,6 +96,13 @@ typedef struct {
     size_t n_members, cap_members;
     char *moved; /* an object's members while they are put in key order */
     size_t cap_moved;
+    /* layout_rows' stamped members: the row object's members whose string value is a
+     * PostgreSQL timestamp text (kind STAMP_PLAIN or STAMP_ZONED), and the kind of the value
+     * about to be parsed (0: none) */
+    PyObject *const *stamp_keys;
+    const unsigned char *stamp_kinds;
+    size_t n_stamps;
+    int stamp;
     /* the result, written straight into a bytes object (shrunk to size at the end: no final
      * copy, which for one huge value was a second output-sized buffer at the peak) */
     PyObject *out_obj;
@@ -708,6 +719,86 @@ order_members(State *s, size_t first)
     return OK; /* the same bytes in another order: the length is unchanged */
 }
 
+/* ---- PostgreSQL timestamp texts (layout_rows' stamped members) -------------------------- */
+
+enum { STAMP_NONE = 0, STAMP_PLAIN = 1, STAMP_ZONED = 2 };
+
+/* Whether t is a timestamp(tz) text of years 1..9999 as a UTC, ISO-DateStyle session prints it:
+ * "YYYY-MM-DD HH:MM:SS", then "." and 1 to 6 digits or nothing, then "+00" when zoned. */
+static int
+stamp_shape(const unsigned char *t, size_t n, int zoned)
+{
+    static const char shape[] = "dddd-dd-dd dd:dd:dd";
+    size_t end = zoned ? n - 3 : n;
+    if (n < 19 + (zoned ? 3 : 0) || (zoned && memcmp(t + end, "+00", 3) != 0)) {
+        return 0;
+    }
+    for (size_t i = 0; i < 19; i++) {
+        if (shape[i] == 'd' ? !is_digit(t[i]) : t[i] != (unsigned char)shape[i]) {
+            return 0;
+        }
+    }
+    if (end == 19) {
+        return 1;
+    }
+    if (t[19] != '.' || end < 21 || end > 26) {
+        return 0;
+    }
+    for (size_t i = 20; i < end; i++) {
+        if (!is_digit(t[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A stamped member's string value: a timestamp text of that shape as §5.3's UTC text
+ * ("YYYY-MM-DDTHH:MM:SS[.f]Z", the fraction as printed), any other string (infinity, BC, a
+ * five-digit year) as it is, like the connector's _DateTimeText. */
+static int
+stamp_value(State *s, int zoned)
+{
+    size_t off, len;
+    int decoded;
+    size_t mark = s->n_scratch;
+    int r = parse_string(s, &off, &len, &decoded);
+    if (r != OK) {
+        return r;
+    }
+    const unsigned char *text = (decoded ? s->scratch : s->src) + off;
+    if (!decoded && stamp_shape(text, len, zoned)) {
+        size_t end = zoned ? len - 3 : len;
+        if (out_reserve(s, end + 3) != OK) {
+            return NOMEM;
+        }
+        out_byte(s, '"');
+        out_bytes(s, text, 10);
+        out_byte(s, 'T');
+        out_bytes(s, text + 11, end - 11);
+        out_byte(s, 'Z');
+        out_byte(s, '"');
+    }
+    else {
+        r = write_string(s, text, len, decoded);
+    }
+    s->n_scratch = mark;
+    return r;
+}
+
+/* The stamp kind of a row member's key (its decoded bytes), STAMP_NONE for most. */
+static int
+stamp_kind(const State *s, const unsigned char *key, size_t len)
+{
+    for (size_t i = 0; i < s->n_stamps; i++) {
+        PyObject *candidate = s->stamp_keys[i];
+        if ((size_t)PyBytes_GET_SIZE(candidate) == len &&
+            memcmp(PyBytes_AS_STRING(candidate), key, len) == 0) {
+            return s->stamp_kinds[i];
+        }
+    }
+    return STAMP_NONE;
+}
+
 /* One JSON text (s->src) written at `level`. Iterative: the open containers are on s->stack,
  * at most max_depth of them; `depth` counts them. */
 static int
@@ -715,12 +806,16 @@ layout_text(State *s, size_t level)
 {
     size_t depth = 0;
     int r;
+    int stamp;
 
     s->pos = 0;
+    s->stamp = STAMP_NONE;
     s->n_scratch = 0;
     s->n_members = 0;
 
 value:
+    stamp = s->stamp;
+    s->stamp = STAMP_NONE;
     skip_ws(s);
     if (s->pos >= s->len) {
         return DECLINE;
@@ -759,7 +854,7 @@ value:
     }
     case '"':
         s->pos++;
-        r = string_value(s);
+        r = stamp ? stamp_value(s, stamp == STAMP_ZONED) : string_value(s);
         break;
     case 't':
         r = literal_value(s, "true", 4);
@@ -858,6 +953,9 @@ key: {
         return NOMEM;
     }
     out_bytes(s, ": ", 2);
+    if (depth == 1 && s->n_stamps) {
+        s->stamp = stamp_kind(s, (key_decoded ? s->scratch : s->src) + key_off, key_len);
+    }
     goto value;
 }
 }
@@ -930,14 +1028,20 @@ level_argument(PyObject *arg, const char *name)
 }
 
 PyDoc_STRVAR(layout_rows_doc,
-             "layout_rows(texts, depth, max_depth, /)\n--\n\n"
+             "layout_rows(texts, depth, max_depth, timestamps=(), zoned=(), /)\n--\n\n"
              "The §5.4 bytes of JSON texts as array elements at depth, or None to decline.");
 
 static PyObject *
 layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "layout_rows takes texts, depth and max_depth");
+    if (nargs != 3 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "layout_rows takes texts, depth and max_depth, and optionally the keys "
+                        "of the timestamp and timestamptz members");
+        return NULL;
+    }
+    if (nargs == 5 && (!PyTuple_CheckExact(args[3]) || !PyTuple_CheckExact(args[4]))) {
+        PyErr_SetString(PyExc_TypeError, "the timestamp keys must be tuples of bytes");
         return NULL;
     }
     Py_ssize_t depth = level_argument(args[1], "depth");
@@ -960,6 +1064,29 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     s.max_depth = (size_t)max_depth;
     PyObject *result = NULL;
     int outcome = OK;
+    PyObject *stamp_keys = NULL;
+    unsigned char *stamp_kinds = NULL;
+    if (nargs == 5 && PyTuple_GET_SIZE(args[3]) + PyTuple_GET_SIZE(args[4]) > 0) {
+        stamp_keys = PySequence_Concat(args[3], args[4]);
+        Py_ssize_t n = stamp_keys ? PyTuple_GET_SIZE(stamp_keys) : 0;
+        stamp_kinds = stamp_keys ? PyMem_Malloc((size_t)n) : NULL;
+        if (stamp_kinds == NULL) {
+            if (stamp_keys != NULL) {
+                PyErr_NoMemory();
+            }
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (!PyBytes_CheckExact(PyTuple_GET_ITEM(stamp_keys, i))) {
+                PyErr_SetString(PyExc_TypeError, "the timestamp keys must be tuples of bytes");
+                goto done;
+            }
+            stamp_kinds[i] = i < PyTuple_GET_SIZE(args[3]) ? STAMP_PLAIN : STAMP_ZONED;
+        }
+        s.stamp_keys = PySequence_Fast_ITEMS(stamp_keys);
+        s.stamp_kinds = stamp_kinds;
+        s.n_stamps = (size_t)n;
+    }
 
     /* A first guess of the output size: the texts plus a little layout each (at most
      * GUESS_CAP; the buffer grows past it when needed, and shrinks to size at the end). A low
@@ -1016,6 +1143,8 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     }
 done:
     state_free(&s);
+    Py_XDECREF(stamp_keys);
+    PyMem_Free(stamp_kinds);
     Py_DECREF(sequence);
     return result;
 }

@@ -3,7 +3,12 @@
 from collections.abc import Sequence
 
 def layout_rows(
-    texts: Sequence[bytes | bytearray | memoryview | str], depth: int, max_depth: int, /
+    texts: Sequence[bytes | bytearray | memoryview | str],
+    depth: int,
+    max_depth: int,
+    timestamps: tuple[bytes, ...] = (),
+    zoned: tuple[bytes, ...] = (),
+    /,
 ) -> bytes | None: ...
 def layout_columns(
     rows: Sequence[object],

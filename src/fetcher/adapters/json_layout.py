@@ -34,16 +34,17 @@ compares exactly, so no key is declined for its content.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
 from fetcher.engine.kit import MAX_JSON_DEPTH
 
-__all__ = ["NATIVE", "layout_rows", "layout_value"]
+__all__ = ["NATIVE", "layout_rows", "layout_value", "stamp_text"]
 
 _Texts = Sequence[bytes | bytearray | memoryview | str]
 
-_native_layout: Callable[[_Texts, int, int], bytes | None] | None
+_native_layout: Callable[..., bytes | None] | None
 try:
     from fetcher.adapters._json_layout import layout_rows as _native_layout
 except ImportError:  # built without a C compiler (setup.py: optional): every call declines
@@ -53,7 +54,14 @@ except ImportError:  # built without a C compiler (setup.py: optional): every ca
 NATIVE: Final = _native_layout is not None
 
 
-def layout_rows(texts: _Texts, depth: int, *, max_depth: int = MAX_JSON_DEPTH) -> bytes | None:
+def layout_rows(
+    texts: _Texts,
+    depth: int,
+    *,
+    max_depth: int = MAX_JSON_DEPTH,
+    timestamps: Sequence[str] = (),
+    zoned_timestamps: Sequence[str] = (),
+) -> bytes | None:
     """The §5.4 UTF-8 text of the JSON values ``texts`` as array elements at ``depth``, as
     ``SelfEncodingRows.encoded_rows(depth)`` gives rows (``fetcher.engine.document``): each
     value starts at ``depth`` with no leading indentation, its closing bracket is indented to
@@ -64,10 +72,33 @@ def layout_rows(texts: _Texts, depth: int, *, max_depth: int = MAX_JSON_DEPTH) -
     exactly one JSON value and any JSON whitespace around and inside it. ``max_depth``: the
     deepest nesting accepted; whole-row texts (a row object around its columns' values) may
     pass ``MAX_JSON_DEPTH + 1`` to take every row whose columns are within the engine's bound.
-    ``depth`` and ``max_depth`` are in ``0..2**20`` (``ValueError`` otherwise)."""
+    ``depth`` and ``max_depth`` are in ``0..2**20`` (``ValueError`` otherwise).
+
+    ``timestamps`` and ``zoned_timestamps``: members of each text's outermost object whose
+    string value is a PostgreSQL ``timestamp`` (``timestamptz``) text in a UTC, ISO-DateStyle
+    session; each is written as :func:`stamp_text` gives it."""
     if _native_layout is None:
         return None
-    return _native_layout(texts, depth, max_depth)
+    if not timestamps and not zoned_timestamps:
+        return _native_layout(texts, depth, max_depth)
+    plain = tuple(key.encode() for key in timestamps)
+    zoned = tuple(key.encode() for key in zoned_timestamps)
+    return _native_layout(texts, depth, max_depth, plain, zoned)
+
+
+_STAMP: Final = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?")
+
+
+def stamp_text(text: str, *, zoned: bool) -> str:
+    """A PostgreSQL timestamp (``zoned``: timestamptz) text of years 1..9999 as the UTC, ISO
+    session prints it (``YYYY-MM-DD HH:MM:SS[.ffffff]``, plus ``+00`` when zoned) in §5.3's
+    form, ``YYYY-MM-DDTHH:MM:SS[.ffffff]Z``; any other text (``infinity``, BC, five-digit
+    years) as it is: the connector's ``_DateTimeText`` of the same text. :func:`layout_rows`
+    writes its stamped members so."""
+    body = text[:-3] if zoned and text.endswith("+00") else (None if zoned else text)
+    if body is None or not _STAMP.fullmatch(body) or not body.isascii():
+        return text
+    return body[:10] + "T" + body[11:] + "Z"
 
 
 def layout_value(

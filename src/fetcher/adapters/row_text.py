@@ -18,7 +18,7 @@ import json
 from collections.abc import Sequence
 
 from fetcher.adapters.fastjson import LazyColumnsBatch, encode_rows, parse_json_column
-from fetcher.adapters.json_layout import layout_rows
+from fetcher.adapters.json_layout import layout_rows, stamp_text
 from fetcher.engine.kit import MAX_JSON_DEPTH, ROW_DEPTH, JsonDepthError, naming_column
 
 __all__ = ["RowTextBatch"]
@@ -36,10 +36,12 @@ class RowTextBatch(LazyColumnsBatch):
 
     ``canonical_ints``: whether every integer in the texts is canonical (no ``-0``, no
     exponent: integer columns and ``jsonb``), which lets the fallback parse read them in C.
-    The columns are parsed on the first read of the rows, which the writer, given the bytes,
-    never needs."""
+    ``timestamps`` and ``zoned_timestamps``: the columns whose values are PostgreSQL
+    ``timestamp`` (``timestamptz``) texts, finished here (:func:`~fetcher.adapters.
+    json_layout.stamp_text`) rather than by the server. The columns are parsed on the first
+    read of the rows, which the writer, given the bytes, never needs."""
 
-    __slots__ = ("_canonical_ints", "_texts")
+    __slots__ = ("_canonical_ints", "_stamps", "_texts")
 
     def __init__(
         self,
@@ -48,10 +50,13 @@ class RowTextBatch(LazyColumnsBatch):
         *,
         json_columns: Sequence[int],
         canonical_ints: bool,
+        timestamps: Sequence[str] = (),
+        zoned_timestamps: Sequence[str] = (),
     ) -> None:
         super().__init__(names, len(texts), json_columns=json_columns)
         self._texts = texts
         self._canonical_ints = canonical_ints
+        self._stamps = (tuple(timestamps), tuple(zoned_timestamps))
 
     @property
     def texts(self) -> Sequence[str | bytes]:
@@ -62,7 +67,14 @@ class RowTextBatch(LazyColumnsBatch):
         """The C layout of the texts at the rows' depth; otherwise the parsed columns through
         :func:`~fetcher.adapters.fastjson.encode_rows` (``None``: the engine's writer)."""
         if depth == ROW_DEPTH and not self._parsed:
-            laid = layout_rows(self._texts, depth, max_depth=_ROW_MAX_DEPTH)
+            plain, zoned = self._stamps
+            laid = layout_rows(
+                self._texts,
+                depth,
+                max_depth=_ROW_MAX_DEPTH,
+                timestamps=plain,
+                zoned_timestamps=zoned,
+            )
             if laid is not None:
                 return laid
         return encode_rows(self, depth)
@@ -70,7 +82,7 @@ class RowTextBatch(LazyColumnsBatch):
     def __repr__(self) -> str:
         return f"RowTextBatch({self.names!r}, {len(self)} rows)"
 
-    def _make_columns(self) -> list[Sequence[object]]:
+    def _make_columns(self) -> list[list[object]]:
         """The columns, from the texts parsed as the general path parses a JSON column
         (invalid UTF-8 replaced, §5.3 Text row); a value nested too deep names its column."""
         texts = [
@@ -84,7 +96,20 @@ class RowTextBatch(LazyColumnsBatch):
                 raise
         if any(type(row) is not dict or len(row) != len(self.names) for row in rows):
             raise ValueError("a row text is not an object of the selected columns")
-        return [[row[name] for row in rows] for name in self.names]  # type: ignore[index]
+        columns: list[list[object]] = [
+            [row[name] for row in rows]  # type: ignore[index]
+            for name in self.names
+        ]
+        for zoned, stamped in enumerate(self._stamps):
+            for name in stamped:
+                index = self.names.index(name)
+                columns[index] = [_stamped(value, zoned=bool(zoned)) for value in columns[index]]
+        return columns
+
+
+def _stamped(value: object, *, zoned: bool) -> object:
+    """A timestamp member's parsed value finished (NULL stays ``None``)."""
+    return stamp_text(value, zoned=zoned) if isinstance(value, str) else value
 
 
 def _deep_member(texts: Sequence[str], names: Sequence[str]) -> str | None:

@@ -166,14 +166,21 @@ async def test_the_server_texts_are_laid_out_in_c_not_declined(
         async for batch in pg.stream(TableQuery(table, table.columns)):
             assert isinstance(batch, RowTextBatch)
             texts = batch.texts
-            native = layout_rows(texts, ROW_DEPTH, max_depth=251)
+            native = layout_rows(
+                texts, ROW_DEPTH, max_depth=251, timestamps=["ts"], zoned_timestamps=["tz"]
+            )
             if native is None:
                 declined += 1
                 assert any('"key": 1, "key"' in str(text) for text in texts)
                 continue
             laid += 1
             reparsed = RowTextBatch(
-                batch.names, texts, json_columns=sorted(batch.json_columns), canonical_ints=False
+                batch.names,
+                texts,
+                json_columns=sorted(batch.json_columns),
+                canonical_ints=False,
+                timestamps=["ts"],
+                zoned_timestamps=["tz"],
             )
             _ = reparsed.columns  # parsed: the Python paths below, not the C layout
             assert bytes(_rows_bytes(reparsed)) == native

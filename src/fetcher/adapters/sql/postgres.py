@@ -595,9 +595,6 @@ def select_sql(query: TableQuery) -> tuple[str, list[object]]:
     return wrapped, list(params)
 
 
-#: Years 1..9999: a timestamp in them is finished by the server below; one outside them
-#: (``infinity``, BC, five-digit years) keeps the engine's text, as ``_DateTimeText`` does.
-_IN_YEARS = "{c} >= '0001-01-01{z}' AND {c} < '10000-01-01{z}'"
 #: The server-side JSON text of the §5.3 value of each family the row-text fast path covers,
 #: for a column ``{c}`` (NULL for NULL): the same value the loaders above make of it (tested
 #: against them). Text goes through ``to_json`` (escaping, padding kept by the type's output);
@@ -611,14 +608,9 @@ _ROW_TEXT_EXPRS: dict[TypeFamily, str] = {
     TypeFamily.UUID: "'\"' || {c}::text || '\"'",
     TypeFamily.DECIMAL: "'\"' || {c}::numeric::text || '\"'",
     TypeFamily.DATE: "'\"' || {c}::text || '\"'",
-    TypeFamily.TIMESTAMP: (
-        f"'\"' || CASE WHEN {_IN_YEARS.format(c='{c}', z='')} "
-        "THEN replace({c}::text, ' ', 'T') || 'Z' ELSE {c}::text END || '\"'"
-    ),
-    TypeFamily.TIMESTAMPTZ: (
-        f"'\"' || CASE WHEN {_IN_YEARS.format(c='{c}', z='Z')} "
-        "THEN left(replace({c}::text, ' ', 'T'), -3) || 'Z' ELSE {c}::text END || '\"'"
-    ),
+    # the engine's text: RowTextBatch finishes it (json_layout.stamp_text), cheaper there
+    TypeFamily.TIMESTAMP: "'\"' || {c}::text || '\"'",
+    TypeFamily.TIMESTAMPTZ: "'\"' || {c}::text || '\"'",
     TypeFamily.BYTES: "'\"' || translate(encode({c}, 'base64'), chr(10), '') || '\"'",
 }
 
@@ -833,6 +825,10 @@ class PostgresConnector(NetworkConnector):
         (its share of the work here) while this process works, one batch ahead at most."""
         names = tuple(column.name for column in query.columns)
         canonical = all(column.native_type != "json" for column in query.columns)
+        plain, zoned = (
+            tuple(column.name for column in query.columns if column.family is family)
+            for family in (TypeFamily.TIMESTAMP, TypeFamily.TIMESTAMPTZ)
+        )
         sizer = BatchSizer(self._batch_size)
         pending = self._prefetch = asyncio.ensure_future(self._fetch(cursor, conn, sizer))
         try:
@@ -844,7 +840,12 @@ class PostgresConnector(NetworkConnector):
                     detail = f"table '{query.table.label}' answered a row without its text"
                     raise engine_error(Phase.QUERY, self._name, detail)
                 yield RowTextBatch(
-                    names, texts, json_columns=json_columns, canonical_ints=canonical
+                    names,
+                    texts,
+                    json_columns=json_columns,
+                    canonical_ints=canonical,
+                    timestamps=plain,
+                    zoned_timestamps=zoned,
                 )
         finally:
             await _cancel_fetch(pending)  # stopped early: a failed or cancelled job
