@@ -500,22 +500,39 @@ static const char *const control_escapes[0x20] = {
     "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
 };
 
-/* A string literal of decoded UTF-8 bytes, or of a source slice without escapes (which holds
- * nothing to escape: it is copied between quotes). */
+/* A string literal of text that holds nothing to escape: copied between quotes. */
 static int
-write_string(State *s, const unsigned char *text, size_t len, int decoded)
+write_quoted(State *s, const unsigned char *text, size_t len)
 {
-    if (!decoded) {
-        if (len > (size_t)PY_SSIZE_T_MAX - 2 || out_reserve(s, len + 2) != OK) {
-            return NOMEM;
-        }
-        out_byte(s, '"');
-        out_bytes(s, text, len);
-        out_byte(s, '"');
-        return OK;
+    if (len > (size_t)PY_SSIZE_T_MAX - 2 || out_reserve(s, len + 2) != OK) {
+        return NOMEM;
     }
-    /* at most 6 bytes per byte (\u00xx), plus the quotes */
-    if (len > ((size_t)PY_SSIZE_T_MAX - 2) / 6 || out_reserve(s, 6 * len + 2) != OK) {
+    out_byte(s, '"');
+    out_bytes(s, text, len);
+    out_byte(s, '"');
+    return OK;
+}
+
+/* A string literal of any UTF-8 text, escaped as §5.4 says: '"' and '\\' with a backslash,
+ * the bytes below 0x20 as control_escapes. The escaped length is counted first, so the output
+ * grows by exactly what the literal takes (a huge value never reserves six bytes a byte). */
+static int
+write_text(State *s, const unsigned char *text, size_t len)
+{
+    size_t extra = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = text[i];
+        if (c < 0x20) {
+            extra += control_escapes[c][1] == 'u' ? 5 : 1;
+        }
+        else if (c == '"' || c == '\\') {
+            extra += 1;
+        }
+    }
+    if (extra == 0) {
+        return write_quoted(s, text, len);
+    }
+    if (len > (size_t)PY_SSIZE_T_MAX - 2 - extra || out_reserve(s, len + extra + 2) != OK) {
         return NOMEM;
     }
     char *d = s->out + s->n_out;
@@ -525,7 +542,7 @@ write_string(State *s, const unsigned char *text, size_t len, int decoded)
         if (c >= 0x20 && c != '"' && c != '\\') {
             *d++ = (char)c;
         }
-        else if (c == '"' || c == '\\') {
+        else if (c >= 0x20) {
             *d++ = '\\';
             *d++ = (char)c;
         }
@@ -539,6 +556,14 @@ write_string(State *s, const unsigned char *text, size_t len, int decoded)
     *d++ = '"';
     s->n_out = (size_t)(d - s->out);
     return OK;
+}
+
+/* A string literal of decoded UTF-8 bytes, or of a source slice without escapes (which holds
+ * nothing to escape: it is copied between quotes). */
+static int
+write_string(State *s, const unsigned char *text, size_t len, int decoded)
+{
+    return decoded ? write_text(s, text, len) : write_quoted(s, text, len);
 }
 
 /* A string value whose opening quote is just before s->pos, written. */
@@ -723,14 +748,13 @@ order_members(State *s, size_t first)
 
 enum { STAMP_NONE = 0, STAMP_PLAIN = 1, STAMP_ZONED = 2 };
 
-/* Whether t is a timestamp(tz) text of years 1..9999 as a UTC, ISO-DateStyle session prints it:
- * "YYYY-MM-DD HH:MM:SS", then "." and 1 to 6 digits or nothing, then "+00" when zoned. */
+/* Whether t[0..n) is "YYYY-MM-DD HH:MM:SS" in digits, then "." and 1 to 6 digits or nothing:
+ * how PostgreSQL (ISO DateStyle, years 1..9999) and MySQL print a timestamp without a zone. */
 static int
-stamp_shape(const unsigned char *t, size_t n, int zoned)
+datetime_shape(const unsigned char *t, size_t n)
 {
     static const char shape[] = "dddd-dd-dd dd:dd:dd";
-    size_t end = zoned ? n - 3 : n;
-    if (n < 19 + (zoned ? 3 : 0) || (zoned && memcmp(t + end, "+00", 3) != 0)) {
+    if (!(n == 19 || (n >= 21 && n <= 26 && t[19] == '.'))) {
         return 0;
     }
     for (size_t i = 0; i < 19; i++) {
@@ -738,18 +762,23 @@ stamp_shape(const unsigned char *t, size_t n, int zoned)
             return 0;
         }
     }
-    if (end == 19) {
-        return 1;
-    }
-    if (t[19] != '.' || end < 21 || end > 26) {
-        return 0;
-    }
-    for (size_t i = 20; i < end; i++) {
+    for (size_t i = 20; i < n; i++) {
         if (!is_digit(t[i])) {
             return 0;
         }
     }
     return 1;
+}
+
+/* Whether t is a timestamp(tz) text of years 1..9999 as a UTC, ISO-DateStyle session prints it:
+ * datetime_shape, then "+00" when zoned. */
+static int
+stamp_shape(const unsigned char *t, size_t n, int zoned)
+{
+    if (!zoned) {
+        return datetime_shape(t, n);
+    }
+    return n >= 3 && memcmp(t + n - 3, "+00", 3) == 0 && datetime_shape(t, n - 3);
 }
 
 /* A stamped member's string value: a timestamp text of that shape as §5.3's UTC text
@@ -1197,50 +1226,6 @@ str_utf8(PyObject *item, const unsigned char **data, size_t *len, PyObject **own
     return OK;
 }
 
-/* A string literal of any UTF-8 text, escaped as §5.4 says (write_string's escapes). The
- * escaped length is counted first, so the output grows by exactly what the literal takes. */
-static int
-write_text(State *s, const unsigned char *text, size_t len)
-{
-    size_t extra = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = text[i];
-        if (c < 0x20) {
-            extra += control_escapes[c][1] == 'u' ? 5 : 1;
-        }
-        else if (c == '"' || c == '\\') {
-            extra += 1;
-        }
-    }
-    if (extra == 0) {
-        return write_string(s, text, len, 0);
-    }
-    if (len > (size_t)PY_SSIZE_T_MAX - 2 - extra || out_reserve(s, len + extra + 2) != OK) {
-        return NOMEM;
-    }
-    char *d = s->out + s->n_out;
-    *d++ = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = text[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            *d++ = (char)c;
-        }
-        else if (c >= 0x20) {
-            *d++ = '\\';
-            *d++ = (char)c;
-        }
-        else {
-            const char *e = control_escapes[c];
-            size_t k = e[1] == 'u' ? 6 : 2;
-            memcpy(d, e, k);
-            d += k;
-        }
-    }
-    *d++ = '"';
-    s->n_out = (size_t)(d - s->out);
-    return OK;
-}
-
 /* An exact int in decimal digits (beyond 64 bits: its str). */
 static int
 write_int(State *s, PyObject *item)
@@ -1307,19 +1292,8 @@ write_number_text(State *s, const unsigned char *text, size_t len)
 static int
 write_datetime(State *s, const unsigned char *t, size_t n)
 {
-    static const char shape[] = "dddd-dd-dd dd:dd:dd";
-    if (!(n == 19 || (n >= 21 && n <= 26 && t[19] == '.'))) {
+    if (!datetime_shape(t, n)) {
         return DECLINE;
-    }
-    for (size_t i = 0; i < 19; i++) {
-        if (shape[i] == 'd' ? !is_digit(t[i]) : t[i] != (unsigned char)shape[i]) {
-            return DECLINE;
-        }
-    }
-    for (size_t i = 20; i < n; i++) {
-        if (!is_digit(t[i])) {
-            return DECLINE;
-        }
     }
     size_t end = n;
     while (end > 20 && t[end - 1] == '0') {
@@ -1368,7 +1342,7 @@ write_time(State *s, const unsigned char *t, size_t n)
             n--;
         }
     }
-    return write_string(s, t, n, 0); /* nothing to escape */
+    return write_quoted(s, t, n); /* nothing to escape */
 }
 
 static const char base64_alphabet[] =

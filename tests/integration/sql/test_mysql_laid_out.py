@@ -18,10 +18,10 @@ from fetcher.adapters.column_layout import LaidOutBatch
 from fetcher.adapters.sql.mysql import MysqlConnector
 from fetcher.engine.document import ROW_DEPTH
 from fetcher.engine.model import ConnectionDescriptor
-from fetcher.engine.ports import Row, TableQuery
+from fetcher.engine.ports import TableQuery
 from fetcher.engine.types import TableSchema
 from tests.contract.engines.mariadb import admin_connect, fresh_database, quote, reader_descriptor
-from tests.integration.sql.written import document_bytes
+from tests.integration.sql.written import Written, both_paths, table_named
 
 pytestmark = pytest.mark.integration
 
@@ -135,24 +135,18 @@ async def laid() -> AsyncIterator[ConnectionDescriptor]:
 
 
 async def _table(connector: MysqlConnector, name: str) -> TableSchema:
-    found = await connector.discover([])
-    return next(t for t in found.tables if t.name == name)
+    return await table_named(connector, name, [])
 
 
 async def _both_paths(
     descriptor: ConnectionDescriptor, name: str, monkeypatch: pytest.MonkeyPatch
-) -> list[tuple[tuple[bytes, list[str]], list[Row]]]:
-    """((bytes, batch kinds), rows) of the C layout, then of the general path."""
-    results = []
-    for laid_out in (True, False):
-        monkeypatch.setattr(MysqlConnector, "laid_out", laid_out)
-        async with MysqlConnector(descriptor, batch_size=50) as connector:
-            table = await _table(connector, name)
-            written = await document_bytes(connector, table)
-            query = TableQuery(table, table.columns)
-            rows = [row async for batch in connector.stream(query) for row in batch]
-        results.append((written, rows))
-    return results
+) -> tuple[Written, Written]:
+    """What the C layout writes and reads, then the general path."""
+    return await both_paths(
+        lambda: MysqlConnector(descriptor, batch_size=50),
+        lambda fast: monkeypatch.setattr(MysqlConnector, "laid_out", fast),
+        name,
+    )
 
 
 async def test_the_c_layout_writes_the_general_paths_bytes_and_rows(

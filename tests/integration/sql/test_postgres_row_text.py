@@ -20,9 +20,9 @@ from fetcher.adapters.row_text import RowTextBatch
 from fetcher.adapters.sql.postgres import PostgresConnector, row_text_sql
 from fetcher.engine.document import ROW_DEPTH, _rows_bytes
 from fetcher.engine.model import ConnectionDescriptor
-from fetcher.engine.ports import Row, TableQuery
+from fetcher.engine.ports import TableQuery
 from fetcher.engine.types import TableSchema
-from tests.integration.sql.written import document_bytes
+from tests.integration.sql.written import both_paths, table_named
 
 pytestmark = pytest.mark.integration
 
@@ -118,31 +118,18 @@ def row_tables(pg_descriptor: ConnectionDescriptor, postgres_dsn: str) -> Connec
 
 
 async def _table(pg: PostgresConnector, name: str) -> TableSchema:
-    found = await pg.discover(["public"])
-    return next(t for t in found.tables if t.name == name)
-
-
-async def _both_paths(
-    descriptor: ConnectionDescriptor, name: str, monkeypatch: pytest.MonkeyPatch
-) -> tuple[tuple[bytes, list[str]], tuple[bytes, list[str]], list[Row], list[Row]]:
-    """(bytes, batch kinds) and rows of the fast path, then of the general path."""
-    results = []
-    for fast in (True, False):
-        monkeypatch.setattr(PostgresConnector, "row_text", fast)
-        async with PostgresConnector(descriptor, batch_size=50) as pg:
-            table = await _table(pg, name)
-            written = await document_bytes(pg, table)
-            query = TableQuery(table, table.columns)
-            rows = [row async for batch in pg.stream(query) for row in batch]
-        results.append((written, rows))
-    (fast_written, fast_rows), (general_written, general_rows) = results
-    return fast_written, general_written, fast_rows, general_rows
+    return await table_named(pg, name, ["public"])
 
 
 async def test_the_fast_path_writes_the_general_paths_bytes_and_rows(
     row_tables: ConnectionDescriptor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fast, general, fast_rows, general_rows = await _both_paths(row_tables, "row_texts", monkeypatch)
+    (fast, fast_rows), (general, general_rows) = await both_paths(
+        lambda: PostgresConnector(row_tables, batch_size=50),
+        lambda fast: monkeypatch.setattr(PostgresConnector, "row_text", fast),
+        "row_texts",
+        ["public"],
+    )
     assert set(fast[1]) == {"RowTextBatch"}
     assert "RowTextBatch" not in general[1]
     assert fast[0] == general[0]

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, cast
@@ -38,6 +37,7 @@ from fetcher.engine.errors import MAX_JSON_DEPTH
 from fetcher.engine.ports import Row
 from fetcher.engine.values import parse_json_exact_fractions, with_stack_retry
 from tests.services import services_required
+from tests.unit.leaks import assert_no_leaks
 
 _NOT_BUILT = (
     "the C extension fetcher.adapters._json_layout is not built, so layout_rows declines "
@@ -550,22 +550,7 @@ def test_no_leaks_on_any_path() -> None:
             layout_rows(cast(Sequence[bytes], [b"1", None]), 3)
 
     calls.append(refused)
-    before = sys.getrefcount(texts), [sys.getrefcount(t) for t in texts]
-    for call in calls:  # warm-up: caches, interned strings
-        call()
-    tracemalloc.start()
-    try:
-        for call in calls:
-            call()
-        start = tracemalloc.get_traced_memory()[0]
-        for _ in range(200):
-            for call in calls:
-                call()
-        grown = tracemalloc.get_traced_memory()[0] - start
-    finally:
-        tracemalloc.stop()
-    assert grown < 64 * 1024, grown
-    assert (sys.getrefcount(texts), [sys.getrefcount(t) for t in texts]) == before
+    assert_no_leaks(calls, [texts, *texts])
 
 
 #: Lays each text out from a view that ends right before a PROT_NONE page, so a

@@ -167,35 +167,37 @@ async def test_with_two_datasources_the_second_is_appended_after_the_extraction(
     assert list(json.loads(sink.data)) == ["a", "b"]
 
 
-async def test_a_failure_after_an_append_still_fails_the_run() -> None:
-    databases = {name: _database(25) for name in NAMES}
-    databases["d"].fail_on["stream"] = "connection lost"
+async def _failure_after_c_is_appended(
+    databases: dict[str, FakeDatabase], request: ExtractionRequest
+) -> EngineError:
+    """Run with d held back until c is in the sink; the run's error."""
     registry = _Registry(databases, gated=["d"])
     sink = _Watched()
-    run = asyncio.create_task(Engine(registry).run(_request(NAMES), _connections(NAMES), sink))
-    async with asyncio.timeout(10):
-        await sink.holding(b'  "c": ')
-    registry.release()
-    with pytest.raises(EngineError) as caught:
-        await run
-    assert caught.value.category is ErrorCategory.UNAVAILABLE
-    assert "'d'" in caught.value.text()
-
-
-async def test_the_size_limit_still_fails_a_run_whose_first_parts_were_appended() -> None:
-    size = len(await _reference())
-    databases = {name: _database(25) for name in NAMES}
-    registry = _Registry(databases, gated=["d"])
-    sink = _Watched()
-    request = _request(NAMES, max_result_bytes=size - 1)
     run = asyncio.create_task(Engine(registry).run(request, _connections(NAMES), sink))
     async with asyncio.timeout(10):
         await sink.holding(b'  "c": ')
     registry.release()
     with pytest.raises(EngineError) as caught:
         await run
-    assert caught.value.category is ErrorCategory.LIMIT_EXCEEDED
-    assert caught.value.message.endswith(f"size limit ({size - 1} bytes)")
+    return caught.value
+
+
+async def test_a_failure_after_an_append_still_fails_the_run() -> None:
+    databases = {name: _database(25) for name in NAMES}
+    databases["d"].fail_on["stream"] = "connection lost"
+    error = await _failure_after_c_is_appended(databases, _request(NAMES))
+    assert error.category is ErrorCategory.UNAVAILABLE
+    assert "'d'" in error.text()
+
+
+async def test_the_size_limit_still_fails_a_run_whose_first_parts_were_appended() -> None:
+    size = len(await _reference())
+    databases = {name: _database(25) for name in NAMES}
+    error = await _failure_after_c_is_appended(
+        databases, _request(NAMES, max_result_bytes=size - 1)
+    )
+    assert error.category is ErrorCategory.LIMIT_EXCEEDED
+    assert error.message.endswith(f"size limit ({size - 1} bytes)")
 
 
 async def test_the_deadline_still_covers_a_run_whose_first_parts_were_appended() -> None:

@@ -7,7 +7,6 @@ comparison is ``tests/integration/sql/test_mysql_laid_out.py``)."""
 from __future__ import annotations
 
 import json
-import sys
 import tracemalloc
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,6 +27,7 @@ from fetcher.adapters.sql import mysql
 from fetcher.engine.document import ROW_DEPTH, _rows_bytes
 from fetcher.engine.errors import MAX_JSON_DEPTH
 from fetcher.engine.types import Column, TypeFamily
+from tests.unit.leaks import assert_no_leaks
 
 native = pytest.mark.skipif(
     not column_layout.NATIVE, reason="the C extension fetcher.adapters._json_layout is not built"
@@ -330,22 +330,7 @@ def test_no_leaks_on_any_path() -> None:
         lambda: layout_columns(bad, plan),
         lambda: layout_columns([*rows, (1.5, "1", 1)], plan),
     ]
-    before = [sys.getrefcount(value) for row in rows for value in row]
-    for call in calls:
-        call()
-    tracemalloc.start()
-    try:
-        for call in calls:
-            call()
-        start = tracemalloc.get_traced_memory()[0]
-        for _ in range(300):
-            for call in calls:
-                call()
-        grown = tracemalloc.get_traced_memory()[0] - start
-    finally:
-        tracemalloc.stop()
-    assert grown < 64 * 1024, grown
-    assert [sys.getrefcount(value) for row in rows for value in row] == before
+    assert_no_leaks(calls, [value for row in rows for value in row], rounds=300)
 
 
 @native
