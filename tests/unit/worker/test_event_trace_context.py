@@ -6,7 +6,7 @@ span, child of that context. With tracing off: NULL stored, no header, no span."
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from opentelemetry.trace import SpanKind
@@ -21,6 +21,12 @@ from tests.unit.worker.conftest import EXCHANGE, World
 MAPPED = {"pg": {"public.accounts": ["id", "balance"]}}
 SIGNED = {"t", "signature-version", "x-message-signature"}  # §8.5
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def _after_now() -> datetime:
+    """A moment past every row written so far: the store's clock may stamp a row with the same
+    instant as (or a hair after) ``datetime.now`` here, and ``created_before`` is strict."""
+    return datetime.now(UTC) + timedelta(seconds=1)
 
 
 async def _run_job(world: World) -> str:
@@ -104,7 +110,7 @@ async def test_an_unsampled_job_sends_its_unsampled_context(world: World) -> Non
 
 async def test_tracing_off_stores_null_and_sends_no_header(world: World) -> None:
     await _run_job(world)
-    async with world.store.claim_unsent(created_before=datetime.now(UTC), limit=10) as batch:
+    async with world.store.claim_unsent(created_before=_after_now(), limit=10) as batch:
         assert [(r.traceparent, r.tracestate) for r in batch.rows] == [(None, None)]
     with recording() as recorded:  # a NULL column: no header and no relay span, traced or not
         await world.relay.drain_all()
