@@ -57,13 +57,13 @@ INSERT INTO public.at_bound
 SELECT n, (repeat('{{"k": [', {MAX_JSON_DEPTH // 2}) || n || '.50'
            || repeat(']}}', {MAX_JSON_DEPTH // 2}))::jsonb
 FROM generate_series(1, 30) AS n;
-ALTER TABLE public.deep ADD COLUMN f real;
-ALTER TABLE public.past ADD COLUMN f real;
-ALTER TABLE public.at_bound ADD COLUMN f real;
+ALTER TABLE public.deep ADD COLUMN f integer[];
+ALTER TABLE public.past ADD COLUMN f integer[];
+ALTER TABLE public.at_bound ADD COLUMN f integer[];
 """
-#: With the encoder process on, the jobs also read the ``real`` column ``f`` (NULL), which the
-#: PostgreSQL row-text fast path (issue 23) does not cover: the general path, whose batches
-#: the child encodes. Without it, the same tables take the fast path.
+#: With the encoder process on, the jobs also read the array column ``f`` (NULL), which the
+#: PostgreSQL fast path (issue 23) does not cover: the general path, whose batches the child
+#: encodes. Without it, the same tables take the fast path.
 
 
 def _failure(datasource: str, column: str, table: str) -> str:

@@ -34,11 +34,11 @@ pytestmark = E2E
 
 LEDGER_SQL = """
 CREATE TABLE public.ledger AS
-SELECT n AS id, jsonb_build_object('n', n, 'x', n * 1.5) AS doc, n * 0.5::float8 AS f
+SELECT n AS id, jsonb_build_object('n', n, 'x', n * 1.5) AS doc, ARRAY[n * 0.5::float8] AS f
 FROM generate_series(1, 5000) AS n;
 """
-#: ``f`` (double precision) keeps the job on the general path, whose batches the child encodes:
-#: the row-text fast path (issue 23) covers no floats and never starts the child.
+#: ``f`` (an array) keeps the job on the general path, whose batches the child encodes: the
+#: PostgreSQL fast path (issue 23) covers no arrays and never starts the child.
 
 
 async def _encoder_processes(host: FetcherProcess) -> set[int]:

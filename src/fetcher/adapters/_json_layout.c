@@ -2,7 +2,7 @@
  * fetcher.adapters._json_layout: JSON texts re-laid out as contract §5.4 bytes, in C, without
  * building Python objects (issue 23). The Python API and its contract are in json_layout.py.
  *
- * layout_rows(texts, depth, max_depth[, timestamps, zoned]) -> bytes | None
+ * layout_rows(texts, depth, max_depth) -> bytes | None
  *
  *   Each text (bytes, str or another bytes-like object) is exactly one JSON value (RFC 8259,
  *   strict: whitespace is space, tab, LF and CR only). The result holds each value's §5.4 text
@@ -17,10 +17,6 @@
  *   - a \u escape of a lone surrogate (a pair becomes its astral character);
  *   - an object with a key twice (Python keeps the last value: not worth the copy here);
  *   - nesting deeper than `max_depth` containers (`[]` nests 1, a scalar 0).
- *
- *   `timestamps` and `zoned` (tuples of bytes, the decoded keys): members of a text's outermost
- *   object whose string value is a PostgreSQL timestamp (zoned: timestamptz) text, written in
- *   §5.3's UTC form when it has the years-1..9999 shape, else as it is (stamp_value).
  *
  *   Written as §5.4 says: 2 spaces per level, one member or element per line, ": " after keys,
  *   keys sorted by code point (the byte order of their decoded UTF-8) at every level, strings
@@ -96,13 +92,6 @@ typedef struct {
     size_t n_members, cap_members;
     char *moved; /* an object's members while they are put in key order */
     size_t cap_moved;
-    /* layout_rows' stamped members: the row object's members whose string value is a
-     * PostgreSQL timestamp text (kind STAMP_PLAIN or STAMP_ZONED), and the kind of the value
-     * about to be parsed (0: none) */
-    PyObject *const *stamp_keys;
-    const unsigned char *stamp_kinds;
-    size_t n_stamps;
-    int stamp;
     /* the result, written straight into a bytes object (shrunk to size at the end: no final
      * copy, which for one huge value was a second output-sized buffer at the peak) */
     PyObject *out_obj;
@@ -744,9 +733,7 @@ order_members(State *s, size_t first)
     return OK; /* the same bytes in another order: the length is unchanged */
 }
 
-/* ---- PostgreSQL timestamp texts (layout_rows' stamped members) -------------------------- */
-
-enum { STAMP_NONE = 0, STAMP_PLAIN = 1, STAMP_ZONED = 2 };
+/* ---- timestamp texts (layout_columns: MySQL's K_DATETIME, PostgreSQL's K_STAMP) ---------- */
 
 /* Whether t[0..n) is "YYYY-MM-DD HH:MM:SS" in digits, then "." and 1 to 6 digits or nothing:
  * how PostgreSQL (ISO DateStyle, years 1..9999) and MySQL print a timestamp without a zone. */
@@ -781,21 +768,49 @@ stamp_shape(const unsigned char *t, size_t n, int zoned)
     return n >= 3 && memcmp(t + n - 3, "+00", 3) == 0 && datetime_shape(t, n - 3);
 }
 
-/* A stamped member's string value: a timestamp text of that shape as §5.3's UTC text
- * ("YYYY-MM-DDTHH:MM:SS[.f]Z", the fraction as printed), any other string (infinity, BC, a
- * five-digit year) as it is, like the connector's _DateTimeText. */
+/* Whether the connector's general path (_DateTimeText.text) slices an ASCII timestamp text:
+ * "-" at 4, " " at 10, and a "+00" end when zoned, a digit end when not. */
 static int
-stamp_value(State *s, int zoned)
+stamp_sliced(const unsigned char *t, size_t n, int zoned)
 {
-    size_t off, len;
-    int decoded;
-    size_t mark = s->n_scratch;
-    int r = parse_string(s, &off, &len, &decoded);
-    if (r != OK) {
-        return r;
+    if (n < 11 || t[4] != '-' || t[10] != ' ') {
+        return 0;
     }
-    const unsigned char *text = (decoded ? s->scratch : s->src) + off;
-    if (!decoded && stamp_shape(text, len, zoned)) {
+    return zoned ? memcmp(t + n - 3, "+00", 3) == 0 : is_digit(t[n - 1]);
+}
+
+/* Whether the general path keeps an ASCII timestamp text as the engine printed it
+ * (_special_datetime): it holds "infinity", ends with " BC", or its part before the first "-"
+ * is more than four digits. */
+static int
+stamp_special(const unsigned char *t, size_t n)
+{
+    static const char infinity[] = "infinity";
+    for (size_t i = 0; i + 8 <= n; i++) {
+        if (memcmp(t + i, infinity, 8) == 0) {
+            return 1;
+        }
+    }
+    if (n >= 3 && memcmp(t + n - 3, " BC", 3) == 0) {
+        return 1;
+    }
+    size_t digits = 0;
+    while (digits < n && is_digit(t[digits])) {
+        digits++;
+    }
+    return digits > 4 && (digits == n || t[digits] == '-');
+}
+
+/* An ASCII timestamp text as the general path writes it: of stamp_shape's shape, §5.3's UTC
+ * text ("YYYY-MM-DDTHH:MM:SS[.f]Z", the fraction as printed); infinity, BC and five-digit
+ * years as they are. Anything else declines: the general path's own parse decides it. */
+static int
+write_stamp(State *s, const unsigned char *text, size_t len, int zoned)
+{
+    if (stamp_sliced(text, len, zoned)) {
+        if (!stamp_shape(text, len, zoned)) {
+            return DECLINE;
+        }
         size_t end = zoned ? len - 3 : len;
         if (out_reserve(s, end + 3) != OK) {
             return NOMEM;
@@ -806,26 +821,9 @@ stamp_value(State *s, int zoned)
         out_bytes(s, text + 11, end - 11);
         out_byte(s, 'Z');
         out_byte(s, '"');
+        return OK;
     }
-    else {
-        r = write_string(s, text, len, decoded);
-    }
-    s->n_scratch = mark;
-    return r;
-}
-
-/* The stamp kind of a row member's key (its decoded bytes), STAMP_NONE for most. */
-static int
-stamp_kind(const State *s, const unsigned char *key, size_t len)
-{
-    for (size_t i = 0; i < s->n_stamps; i++) {
-        PyObject *candidate = s->stamp_keys[i];
-        if ((size_t)PyBytes_GET_SIZE(candidate) == len &&
-            memcmp(PyBytes_AS_STRING(candidate), key, len) == 0) {
-            return s->stamp_kinds[i];
-        }
-    }
-    return STAMP_NONE;
+    return stamp_special(text, len) ? write_text(s, text, len) : DECLINE;
 }
 
 /* One JSON text (s->src) written at `level`. Iterative: the open containers are on s->stack,
@@ -835,16 +833,12 @@ layout_text(State *s, size_t level)
 {
     size_t depth = 0;
     int r;
-    int stamp;
 
     s->pos = 0;
-    s->stamp = STAMP_NONE;
     s->n_scratch = 0;
     s->n_members = 0;
 
 value:
-    stamp = s->stamp;
-    s->stamp = STAMP_NONE;
     skip_ws(s);
     if (s->pos >= s->len) {
         return DECLINE;
@@ -883,7 +877,7 @@ value:
     }
     case '"':
         s->pos++;
-        r = stamp ? stamp_value(s, stamp == STAMP_ZONED) : string_value(s);
+        r = string_value(s);
         break;
     case 't':
         r = literal_value(s, "true", 4);
@@ -982,9 +976,6 @@ key: {
         return NOMEM;
     }
     out_bytes(s, ": ", 2);
-    if (depth == 1 && s->n_stamps) {
-        s->stamp = stamp_kind(s, (key_decoded ? s->scratch : s->src) + key_off, key_len);
-    }
     goto value;
 }
 }
@@ -1057,20 +1048,14 @@ level_argument(PyObject *arg, const char *name)
 }
 
 PyDoc_STRVAR(layout_rows_doc,
-             "layout_rows(texts, depth, max_depth, timestamps=(), zoned=(), /)\n--\n\n"
+             "layout_rows(texts, depth, max_depth, /)\n--\n\n"
              "The §5.4 bytes of JSON texts as array elements at depth, or None to decline.");
 
 static PyObject *
 layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3 && nargs != 5) {
-        PyErr_SetString(PyExc_TypeError,
-                        "layout_rows takes texts, depth and max_depth, and optionally the keys "
-                        "of the timestamp and timestamptz members");
-        return NULL;
-    }
-    if (nargs == 5 && (!PyTuple_CheckExact(args[3]) || !PyTuple_CheckExact(args[4]))) {
-        PyErr_SetString(PyExc_TypeError, "the timestamp keys must be tuples of bytes");
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "layout_rows takes texts, depth and max_depth");
         return NULL;
     }
     Py_ssize_t depth = level_argument(args[1], "depth");
@@ -1093,30 +1078,6 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     s.max_depth = (size_t)max_depth;
     PyObject *result = NULL;
     int outcome = OK;
-    PyObject *stamp_keys = NULL;
-    unsigned char *stamp_kinds = NULL;
-    if (nargs == 5 && PyTuple_GET_SIZE(args[3]) + PyTuple_GET_SIZE(args[4]) > 0) {
-        stamp_keys = PySequence_Concat(args[3], args[4]);
-        Py_ssize_t n = stamp_keys ? PyTuple_GET_SIZE(stamp_keys) : 0;
-        stamp_kinds = stamp_keys ? PyMem_Malloc((size_t)n) : NULL;
-        if (stamp_kinds == NULL) {
-            if (stamp_keys != NULL) {
-                PyErr_NoMemory();
-            }
-            goto done;
-        }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (!PyBytes_CheckExact(PyTuple_GET_ITEM(stamp_keys, i))) {
-                PyErr_SetString(PyExc_TypeError, "the timestamp keys must be tuples of bytes");
-                goto done;
-            }
-            stamp_kinds[i] = i < PyTuple_GET_SIZE(args[3]) ? STAMP_PLAIN : STAMP_ZONED;
-        }
-        s.stamp_keys = PySequence_Fast_ITEMS(stamp_keys);
-        s.stamp_kinds = stamp_kinds;
-        s.n_stamps = (size_t)n;
-    }
-
     /* A first guess of the output size: the texts plus a little layout each (at most
      * GUESS_CAP; the buffer grows past it when needed, and shrinks to size at the end). A low
      * guess costs one doubling of a batch-sized buffer; a high one is memory held at the peak
@@ -1172,8 +1133,6 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     }
 done:
     state_free(&s);
-    Py_XDECREF(stamp_keys);
-    PyMem_Free(stamp_kinds);
     Py_DECREF(sequence);
     return result;
 }
@@ -1192,7 +1151,10 @@ enum {
     K_JSON = 5,     /* str holding one JSON value: laid out as layout_rows lays out a text */
     K_SCALAR = 6,   /* str as K_STRING, int as K_NUMBER, bytes as K_BYTES */
     K_FLOAT = 7,    /* float: its repr (§5.3 float row), NaN and the infinities as strings */
-    K_COUNT = 8
+    K_BOOL = 8,     /* bool: true or false */
+    K_STAMP = 9,    /* str, a PostgreSQL timestamp's text: write_stamp of it, unzoned */
+    K_ZONED = 10,   /* str, a PostgreSQL timestamptz's text (UTC session): write_stamp, zoned */
+    K_COUNT = 11
 };
 
 /* A Python error inside a conversion: MemoryError is NOMEM, any other declines (the caller's
@@ -1448,6 +1410,18 @@ write_value(State *s, PyObject *item, int kind, size_t level)
     if (kind == K_FLOAT) {
         return PyFloat_CheckExact(item) ? write_float(s, PyFloat_AS_DOUBLE(item)) : DECLINE;
     }
+    if (kind == K_BOOL) {
+        if (item != Py_True && item != Py_False) {
+            return DECLINE;
+        }
+        const char *word = item == Py_True ? "true" : "false";
+        size_t n = item == Py_True ? 4 : 5;
+        if (out_reserve(s, n) != OK) {
+            return NOMEM;
+        }
+        out_bytes(s, word, n);
+        return OK;
+    }
     if (!PyUnicode_CheckExact(item)) {
         return DECLINE; /* a bool, a float, a subclass, ...: the caller's path knows */
     }
@@ -1470,6 +1444,11 @@ write_value(State *s, PyObject *item, int kind, size_t level)
         break;
     case K_TIME:
         r = write_time(s, text, len);
+        break;
+    case K_STAMP:
+    case K_ZONED:
+        /* ASCII only: the general path's indices are characters, these bytes */
+        r = PyUnicode_IS_ASCII(item) ? write_stamp(s, text, len, kind == K_ZONED) : DECLINE;
         break;
     case K_JSON:
         s->src = text;

@@ -6,8 +6,6 @@ def layout_rows(
     texts: Sequence[bytes | bytearray | memoryview | str],
     depth: int,
     max_depth: int,
-    timestamps: tuple[bytes, ...] = (),
-    zoned: tuple[bytes, ...] = (),
     /,
 ) -> bytes | None: ...
 def layout_columns(

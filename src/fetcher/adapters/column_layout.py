@@ -22,14 +22,14 @@ batch deserves, so the rows and errors are the same either way.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final
+from typing import Final, overload
 
-from fetcher.adapters.fastjson import LazyColumnsBatch, encode_rows
+from fetcher.adapters.fastjson import FastRowBatch, encode_rows
 from fetcher.adapters.json_layout import layout_value
-from fetcher.engine.kit import MAX_JSON_DEPTH, ROW_DEPTH
+from fetcher.engine.kit import MAX_JSON_DEPTH, ROW_DEPTH, Row
 
 __all__ = [
     "NATIVE",
@@ -70,6 +70,14 @@ class ColumnKind(IntEnum):
     SCALAR = 6
     #: ``float``: its ``repr``; NaN and the infinities as the §5.3 strings.
     FLOAT = 7
+    #: ``bool``: ``true`` or ``false``.
+    BOOL = 8
+    #: ``str``, PostgreSQL's ``timestamp`` text in an ISO-DateStyle session: §5.3's UTC text
+    #: when it has the years-1..9999 shape, else as it is (``json_layout.stamp_text``).
+    STAMP = 9
+    #: ``str``, PostgreSQL's ``timestamptz`` text in a UTC, ISO-DateStyle session: as
+    #: :attr:`STAMP` (``stamp_text(..., zoned=True)``).
+    ZONED_STAMP = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,12 +115,12 @@ def layout_columns(
     return _native(rows, plan.order, plan.keys, plan.kinds, depth, MAX_JSON_DEPTH)
 
 
-class LaidOutBatch(LazyColumnsBatch):
+class LaidOutBatch(FastRowBatch):
     """Rows already laid out at :data:`ROW_DEPTH`, with the ``convert`` that makes their
     columns (the general path's conversion of the same driver rows), called only when
     something reads the rows; the writer, given the bytes, never does."""
 
-    __slots__ = ("_convert", "_laid")
+    __slots__ = ("_convert", "_laid", "_parsed")
 
     def __init__(
         self,
@@ -121,19 +129,40 @@ class LaidOutBatch(LazyColumnsBatch):
         laid: bytes,
         convert: Callable[[], Sequence[Sequence[object]]],
         *,
-        json_columns: Sequence[int],
+        json_columns: Iterable[int],
     ) -> None:
-        super().__init__(names, length, json_columns=json_columns)
+        super().__init__(names, [() for _ in names], json_columns=json_columns)
+        self._length = length
+        self._parsed = False
         self._laid = laid
         self._convert = convert
+
+    @property
+    def columns(self) -> tuple[Sequence[object], ...]:
+        """The converted columns, made on the first read."""
+        if not self._parsed:
+            self._columns = tuple(self._convert())
+            self._parsed = True
+        return self._columns
 
     def encoded_rows(self, depth: int) -> bytes | memoryview | None:
         """The laid-out bytes at :data:`ROW_DEPTH`; elsewhere the columns through
         :func:`~fetcher.adapters.fastjson.encode_rows`."""
         return self._laid if depth == ROW_DEPTH else encode_rows(self, depth)
 
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> FastRowBatch: ...
+
+    def __getitem__(self, index: int | slice) -> Row | FastRowBatch:
+        _ = self.columns  # the base class reads the columns
+        return super().__getitem__(index)
+
+    def __iter__(self) -> Iterator[Row]:
+        _ = self.columns
+        return super().__iter__()
+
     def __repr__(self) -> str:
         return f"LaidOutBatch({self.names!r}, {len(self)} rows)"
-
-    def _make_columns(self) -> Sequence[Sequence[object]]:
-        return self._convert()

@@ -36,7 +36,7 @@ and declines a deeper one, which the engine's writer then refuses with ``JsonDep
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
 from typing import Final, overload
 
@@ -56,7 +56,6 @@ from fetcher.engine.kit import parse_json_column as _parse_json_column
 
 __all__ = [
     "FastRowBatch",
-    "LazyColumnsBatch",
     "PreEncodedBatch",
     "encode_batch_columns",
     "parse_json_column",
@@ -204,43 +203,6 @@ class FastRowBatch(RowBatch):
 
     def __repr__(self) -> str:
         return f"FastRowBatch({self.names!r}, {len(self)} rows)"
-
-
-class LazyColumnsBatch(FastRowBatch):
-    """A :class:`FastRowBatch` of ``length`` rows whose columns are made (:meth:`_make_columns`)
-    only when something reads them: a subclass that writes its own bytes some other way (from
-    the source's row texts, from the driver's rows in C) spares the writer the columns."""
-
-    __slots__ = ("_parsed",)
-
-    def __init__(self, names: Sequence[str], length: int, *, json_columns: Iterable[int]) -> None:
-        super().__init__(names, [() for _ in names], json_columns=json_columns)
-        self._length = length
-        self._parsed = False
-
-    @property
-    def columns(self) -> tuple[Sequence[object], ...]:
-        if not self._parsed:
-            self._columns = tuple(self._make_columns())
-            self._parsed = True
-        return self._columns
-
-    def _make_columns(self) -> Sequence[Sequence[object]]:
-        raise NotImplementedError
-
-    @overload
-    def __getitem__(self, index: int) -> Row: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> FastRowBatch: ...
-
-    def __getitem__(self, index: int | slice) -> Row | FastRowBatch:
-        _ = self.columns  # the base class reads the columns
-        return super().__getitem__(index)
-
-    def __iter__(self) -> Iterator[Row]:
-        _ = self.columns
-        return super().__iter__()
 
 
 def parse_json_columns(

@@ -1,11 +1,11 @@
 """JSON texts laid out as §5.4 bytes in C, without Python objects (issue 23; contract §5.3
 JSON row, §5.4).
 
-A source that prints each row (or value) as one compact JSON text, such as PostgreSQL's
-``json_build_object(...)::text`` with numerics as text, timestamps already formatted and
-``jsonb`` embedded as its own text, leaves only the layout to Fetcher: keys sorted by code
-point at every level, 2-space indentation, strings re-escaped as §5.4 says, numbers kept as
-received. :func:`layout_rows` does that in the C extension ``fetcher.adapters._json_layout``.
+A JSON column's text (PostgreSQL ``json``/``jsonb``, MySQL ``JSON``) needs only layout to be
+written: keys sorted by code point at every level, 2-space indentation, strings re-escaped as
+§5.4 says, numbers kept as received. :func:`layout_rows` does that in the C extension
+``fetcher.adapters._json_layout``, which also lays out whole driver rows
+(:mod:`~fetcher.adapters.column_layout`).
 
 Equivalence (tested byte for byte, ``tests/unit/document/test_json_layout.py``): for every text
 it accepts, the bytes equal what the engine's reference writer (``dumps_document``) writes for
@@ -34,13 +34,12 @@ compares exactly, so no key is declined for its content.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
 from fetcher.engine.kit import MAX_JSON_DEPTH
 
-__all__ = ["NATIVE", "layout_rows", "layout_value", "stamp_text"]
+__all__ = ["NATIVE", "layout_rows", "layout_value"]
 
 _Texts = Sequence[bytes | bytearray | memoryview | str]
 
@@ -59,8 +58,6 @@ def layout_rows(
     depth: int,
     *,
     max_depth: int = MAX_JSON_DEPTH,
-    timestamps: Sequence[str] = (),
-    zoned_timestamps: Sequence[str] = (),
 ) -> bytes | None:
     """The §5.4 UTF-8 text of the JSON values ``texts`` as array elements at ``depth``, as
     ``SelfEncodingRows.encoded_rows(depth)`` gives rows (``fetcher.engine.document``): each
@@ -70,35 +67,11 @@ def layout_rows(
 
     Each text is ``bytes`` (or another bytes-like object) holding UTF-8, or ``str``, with
     exactly one JSON value and any JSON whitespace around and inside it. ``max_depth``: the
-    deepest nesting accepted; whole-row texts (a row object around its columns' values) may
-    pass ``MAX_JSON_DEPTH + 1`` to take every row whose columns are within the engine's bound.
-    ``depth`` and ``max_depth`` are in ``0..2**20`` (``ValueError`` otherwise).
-
-    ``timestamps`` and ``zoned_timestamps``: members of each text's outermost object whose
-    string value is a PostgreSQL ``timestamp`` (``timestamptz``) text in a UTC, ISO-DateStyle
-    session; each is written as :func:`stamp_text` gives it."""
+    deepest nesting accepted. ``depth`` and ``max_depth`` are in ``0..2**20`` (``ValueError``
+    otherwise)."""
     if _native_layout is None:
         return None
-    if not timestamps and not zoned_timestamps:
-        return _native_layout(texts, depth, max_depth)
-    plain = tuple(key.encode() for key in timestamps)
-    zoned = tuple(key.encode() for key in zoned_timestamps)
-    return _native_layout(texts, depth, max_depth, plain, zoned)
-
-
-_STAMP: Final = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?")
-
-
-def stamp_text(text: str, *, zoned: bool) -> str:
-    """A PostgreSQL timestamp (``zoned``: timestamptz) text of years 1..9999 as the UTC, ISO
-    session prints it (``YYYY-MM-DD HH:MM:SS[.ffffff]``, plus ``+00`` when zoned) in §5.3's
-    form, ``YYYY-MM-DDTHH:MM:SS[.ffffff]Z``; any other text (``infinity``, BC, five-digit
-    years) as it is: the connector's ``_DateTimeText`` of the same text. :func:`layout_rows`
-    writes its stamped members so."""
-    body = text[:-3] if zoned and text.endswith("+00") else (None if zoned else text)
-    if body is None or not _STAMP.fullmatch(body) or not body.isascii():
-        return text
-    return body[:10] + "T" + body[11:] + "Z"
+    return _native_layout(texts, depth, max_depth)
 
 
 def layout_value(

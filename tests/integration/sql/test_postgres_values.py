@@ -261,7 +261,7 @@ async def test_batches_encoded_in_the_encoder_process_are_the_same_bytes(
     """Embedded mode's batch encoder (issue 12): the child parses the JSON columns and writes
     each batch's bytes; the document is byte for byte the in-process one. (The general path:
     the row-text fast path, issue 23, needs no encoder.)"""
-    monkeypatch.setattr(PostgresConnector, "row_text", False)
+    monkeypatch.setattr(PostgresConnector, "laid_out", False)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(_DOCS_SQL)
     with BatchEncoder() as encoder:  # the connector starts it (start_soon) when it streams
@@ -378,7 +378,7 @@ async def test_json_nested_at_the_bound_is_extracted_byte_for_byte(
     ]
     reference = dumps_document({"pg": {"at_bound": rows}})
     row_texts = await _run_job(deep_tables, "at_bound", None)  # issue 23's fast path
-    monkeypatch.setattr(PostgresConnector, "row_text", False)
+    monkeypatch.setattr(PostgresConnector, "laid_out", False)
     in_process = await _run_job(deep_tables, "at_bound", None)
     in_child = await _run_job(deep_tables, "at_bound", batch_encoder)
     assert row_texts == in_process == in_child == reference

@@ -15,7 +15,7 @@ import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, cast
+from typing import TypeAlias, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from fetcher.adapters import json_layout
 from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
-from fetcher.adapters.json_layout import layout_rows, layout_value, stamp_text
+from fetcher.adapters.json_layout import layout_rows, layout_value
 from fetcher.engine.document import (
     ROW_DEPTH,
     _encode_into,
@@ -541,8 +541,6 @@ def test_no_leaks_on_any_path() -> None:
         lambda: layout_rows(cast(Sequence[bytes], texts), 3),
         *[(lambda batch=batch: layout_rows(batch, 3)) for batch in hostile],
         lambda: layout_rows(['"\ud800"'], 3),
-        lambda: layout_rows(['{"a": "2024-01-02 03:04:05+00"}'], 3, zoned_timestamps=["a"]),
-        lambda: layout_rows(['{"a": "2024-01-02 03:04:05", "a": 1}'], 3, timestamps=["a"]),
     ]
 
     def refused() -> None:
@@ -630,87 +628,3 @@ def test_random_mutations_of_a_ledger_batch() -> None:
             at = rng.randrange(len(mutated))
             mutated[at] = rng.choice(b'{}[]",:\\ 0-.eE\x00\xff\xc3u')
         _accepted_or_declined([bytes(mutated)])
-
-
-# --- stamped members (PostgreSQL timestamp texts finished in C) ------------------------------
-
-_STAMP_SAMPLES = [
-    "2024-01-02 03:04:05", "2024-01-02 03:04:05.12", "0001-01-01 00:00:00.000001",
-    "9999-12-31 23:59:59.999999", "infinity", "-infinity", "0044-03-15 12:00:00 BC",
-    "10000-01-01 00:00:00", "2024-01-02 03:04:05.", "2024-01-02 03:04:05.1234567",
-    "2024-1-02 03:04:05", "2024-01-02T03:04:05", "", "２０２４-01-02 03:04:05",
-]  # fmt: skip
-
-
-@st.composite
-def _stamp_like(draw: st.DrawFn) -> str:
-    """Texts at and around the shape a UTC, ISO session prints (with "+00" when zoned)."""
-    base = draw(st.sampled_from(_STAMP_SAMPLES))
-    suffix = draw(st.sampled_from(["", "+00", "+05:30", "+00 BC", "+0"]))
-    text = base + suffix
-    if draw(st.booleans()):
-        position = draw(st.integers(0, len(text)))
-        text = text[:position] + draw(st.text(max_size=2)) + text[position + 1 :]
-    return text
-
-
-def _stamped_reference(rows: Sequence[dict[str, object]], zoned: Sequence[str]) -> bytes:
-    finished = [
-        {
-            key: stamp_text(value, zoned=key in zoned)
-            if key in {"p", "z"} and isinstance(value, str)
-            else value
-            for key, value in row.items()
-        }
-        for row in rows
-    ]
-    return _document_rows(finished)
-
-
-@native
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(_stamp_like(), _stamp_like()), min_size=1, max_size=5))
-def test_stamped_members_are_the_connectors_texts(pairs: list[tuple[str, str]]) -> None:
-    """``p`` is a timestamp member, ``z`` a timestamptz one; ``o`` (not stamped) and the same
-    keys nested deeper stay as they are."""
-    rows: list[dict[str, object]] = [
-        {"o": p, "p": p, "z": z, "n": {"p": p, "z": z}} for p, z in pairs
-    ]
-    texts = [json.dumps(row, ensure_ascii=False) for row in rows]
-    laid = layout_rows(texts, ROW_DEPTH, timestamps=["p"], zoned_timestamps=["z"])
-    assert laid is not None
-    assert laid == _stamped_reference(rows, zoned=["z"])
-
-
-def test_stamp_text_in_detail() -> None:
-    assert stamp_text("2024-01-02 03:04:05.12+00", zoned=True) == "2024-01-02T03:04:05.12Z"
-    assert stamp_text("2024-01-02 03:04:05", zoned=False) == "2024-01-02T03:04:05Z"
-    for kept in ["2024-01-02 03:04:05", "2024-01-02 03:04:05+05:30", "infinity"]:
-        assert stamp_text(kept, zoned=True) == kept
-    for kept in ["2024-01-02 03:04:05+00", "0044-03-15 12:00:00 BC", "10000-01-01 00:00:00"]:
-        assert stamp_text(kept, zoned=False) == kept
-
-
-@native
-def test_stamped_keys_compare_decoded_and_escaped_values_stay_as_they_are() -> None:
-    """A key written with escapes matches its decoded name; a value with an escape is not a
-    server's timestamp text and stays as it is."""
-    texts = ['{"\\u00e9": "2024-01-02 03:04:05", "b": "2024-01-02 03:04:0\\u0035"}']
-    laid = layout_rows(texts, 0, timestamps=["é", "b"])
-    assert laid == b'{\n  "b": "2024-01-02 03:04:05",\n  "\xc3\xa9": "2024-01-02T03:04:05Z"\n}'
-
-
-@native
-def test_stamped_keys_are_checked() -> None:
-    from fetcher.adapters import _json_layout
-
-    native_layout: Any = _json_layout.layout_rows
-    with pytest.raises(TypeError, match="tuples of bytes"):
-        native_layout(["{}"], 0, 1, ["a"], ())
-    with pytest.raises(TypeError, match="tuples of bytes"):
-        native_layout(["{}"], 0, 1, ("a",), ())
-    with pytest.raises(TypeError, match="optionally"):
-        native_layout(["{}"], 0, 1, ())
-    assert native_layout(['{"a": "2024-01-02 03:04:05"}'], 0, 1, (b"a",), ()) == (
-        b'{\n  "a": "2024-01-02T03:04:05Z"\n}'
-    )

@@ -23,14 +23,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import aclosing, contextmanager, suppress
 from decimal import Decimal, InvalidOperation
 from functools import partial
-from operator import attrgetter, is_not, itemgetter
+from operator import is_not, itemgetter
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
@@ -42,9 +41,15 @@ from psycopg.pq.abc import PGresult
 from psycopg.types.string import TextLoader
 
 from fetcher.adapters.batch_sizing import BatchSizer
+from fetcher.adapters.column_layout import (
+    ColumnKind,
+    ColumnPlan,
+    LaidOutBatch,
+    column_plan,
+    layout_columns,
+)
 from fetcher.adapters.encoder_process import TextBatch, encoded_batches
 from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
-from fetcher.adapters.row_text import RowTextBatch
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
@@ -459,10 +464,13 @@ def _oids(*names: str) -> frozenset[int]:
 
 #: Result types whose loaded values (scalars and arrays) are final: stock C loaders that return
 #: ``int``/``bool`` and the §5.3 loaders above that return JSON-ready values.
-_FINAL_OIDS = _oids(
+_FINAL_TYPES = (
     "int2", "int4", "int8", "oid", "bool", "text", "varchar", "bpchar", "name", '"char"', "xml",
     "numeric", "date", "float4", "float8", "time", "timetz", "bytea", "uuid", "interval",
 )  # fmt: skip
+_FINAL_OIDS = _oids(*_FINAL_TYPES)
+#: Their scalars (not arrays): what the fast path writes as loaded (``_result_kind``).
+_FINAL_SCALAR_OIDS = frozenset(psycopg.postgres.types[name].oid for name in _FINAL_TYPES)
 _TIMESTAMP_OIDS = {
     psycopg.postgres.types[name].oid: zoned
     for name, zoned in (("timestamp", False), ("timestamptz", True))
@@ -595,48 +603,55 @@ def select_sql(query: TableQuery) -> tuple[str, list[object]]:
     return wrapped, list(params)
 
 
-#: The server-side JSON text of the §5.3 value of each family the row-text fast path covers,
-#: for a column ``{c}`` (NULL for NULL): the same value the loaders above make of it (tested
-#: against them). Text goes through ``to_json`` (escaping, padding kept by the type's output);
-#: the other families' text is ASCII without quotes or backslashes, so quoting is enough.
-#: Absent (floats, times, arrays, intervals, other types): the table takes the general path.
-_ROW_TEXT_EXPRS: dict[TypeFamily, str] = {
-    TypeFamily.INTEGER: "{c}::text",
-    TypeFamily.BOOLEAN: "{c}::text",
-    TypeFamily.TEXT: "to_json({c})::text",
-    TypeFamily.JSON: "{c}::text",
-    TypeFamily.UUID: "'\"' || {c}::text || '\"'",
-    TypeFamily.DECIMAL: "'\"' || {c}::numeric::text || '\"'",
-    TypeFamily.DATE: "'\"' || {c}::text || '\"'",
-    # the engine's text: RowTextBatch finishes it (json_layout.stamp_text), cheaper there
-    TypeFamily.TIMESTAMP: "'\"' || {c}::text || '\"'",
-    TypeFamily.TIMESTAMPTZ: "'\"' || {c}::text || '\"'",
-    TypeFamily.BYTES: "'\"' || translate(encode({c}, 'base64'), chr(10), '') || '\"'",
+#: The C layout's kind of each result type whose loaded values are written as they are (the
+#: general path's ``_FINAL_OIDS`` scalars): ``int`` and ``bool`` from psycopg's C loaders, the
+#: floats of the §5.3 float loaders, and ``str`` for the rest (text, numeric, uuid, date from
+#: the C text loader; time, bytea and ``"char"`` from the §5.3 loaders).
+_FINAL_KINDS = {
+    **{
+        psycopg.postgres.types[name].oid: ColumnKind.NUMBER
+        for name in ("int2", "int4", "int8", "oid")
+    },
+    psycopg.postgres.types["bool"].oid: ColumnKind.BOOL,
+    **{psycopg.postgres.types[name].oid: ColumnKind.FLOAT for name in ("float4", "float8")},
+}
+_STAMP_KINDS = {
+    oid: ColumnKind.ZONED_STAMP if zoned else ColumnKind.STAMP
+    for oid, zoned in _TIMESTAMP_OIDS.items()
 }
 
 
-def row_text_sql(query: TableQuery) -> tuple[str, list[object]] | None:
-    """Issue 23's fast path: the SELECT of :func:`select_sql` wrapped so that the server
-    writes each row as one compact JSON object text whose members already hold their §5.3
-    values, for :class:`~fetcher.adapters.row_text.RowTextBatch` (which sorts and lays them
-    out); ``None`` when a column's family (floats, times, arrays, intervals, ``"char"`` …) is
-    not covered, and the table takes the general path. The keys (catalog names, JSON-escaped
-    here) are bound parameters. Plain concatenation costs the server less than
-    ``row_to_json`` (which measured about 0.4 CPU-s more per 500 k ledger rows).
-    """
-    members, keys = [], []
-    # members in key order (code points), as §5.4 writes them: the layout then never moves a
-    # row's members, which for one huge value would be a second copy of it
-    for column in sorted(query.columns, key=attrgetter("name")):
-        template = _ROW_TEXT_EXPRS.get(column.family)
-        if template is None or column.native_type == '"char"':
-            return None
-        value = template.replace("{c}", f'"fetcher_rows".{quote_ident(column.name)}')
-        members.append(f"%s::text || coalesce({value}, 'null')")
-        keys.append(json.dumps(column.name, ensure_ascii=False) + ":")
-    sql, params = select_sql(query)
-    row = "'{' || " + " || ',' || ".join(members) + " || '}'"
-    return f'SELECT {row} FROM ({sql}) AS "fetcher_rows"', [*keys, *params]  # noqa: S608
+def _result_kind(column: Column, type_oid: int) -> ColumnKind | None:
+    """How the C layout writes ``column``, of result type ``type_oid``, exactly as the general
+    path does (:func:`_column_converter`): final scalars as loaded, JSON texts laid out,
+    timestamps from their text, and the text forms of enums and other text types (``citext``)
+    as strings; ``None`` for arrays and the types ``_finish`` converts (network, ranges …)."""
+    if type_oid in _JSON_OIDS:
+        return ColumnKind.JSON
+    if type_oid in _STAMP_KINDS:
+        return _STAMP_KINDS[type_oid]
+    if type_oid in _FINAL_SCALAR_OIDS:
+        return _FINAL_KINDS.get(type_oid, ColumnKind.STRING)
+    if column.family is TypeFamily.TEXT:  # loaded as text by loader 0, final as a str
+        return ColumnKind.STRING
+    return None
+
+
+def layout_plan(query: TableQuery, description: Sequence[psycopg.Column]) -> ColumnPlan | None:
+    """Issue 23's fast path: how the C layout writes this query's rows from the driver's
+    tuples (:func:`~fetcher.adapters.column_layout.layout_columns`), chosen from the result
+    types; ``None`` when a column is of a type it does not cover (arrays, ranges, network and
+    user types …) and the table takes the general path. A value of another Python type than
+    its kind expects (a non-finite float's string) makes the layout decline its batch."""
+    if len(description) != len(query.columns):
+        return None
+    kinds = [
+        _result_kind(column, described.type_code)
+        for column, described in zip(query.columns, description, strict=True)
+    ]
+    if None in kinds:
+        return None
+    return column_plan([column.name for column in query.columns], kinds)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------
@@ -695,9 +710,10 @@ class PostgresConnector(NetworkConnector):
     """A read-only psycopg 3 session on one PostgreSQL datasource (the ``Connector`` port)."""
 
     _conn: AsyncConn | None = None
-    #: Issue 23: tables whose every column :func:`row_text_sql` covers are written by the
-    #: server as row texts; ``False`` (tests comparing the two paths) keeps the general path.
-    row_text: ClassVar[bool] = True
+    #: Issue 23: batches of tables whose every result column :func:`layout_plan` covers are
+    #: written in C from the driver's rows; ``False`` (tests comparing the two paths) keeps the
+    #: general path.
+    laid_out: ClassVar[bool] = True
     #: The fast path's ``FETCH`` in flight, ended before the connection closes.
     _prefetch: asyncio.Task[list[tuple[Any, ...]]] | None = None
 
@@ -774,14 +790,15 @@ class PostgresConnector(NetworkConnector):
         """Rows through a server-side cursor, at most ``batch_size`` (and about
         ``BATCH_TARGET_BYTES``) at a time, encoded per §5.3.
 
-        Each batch is a :class:`~fetcher.adapters.fastjson.FastRowBatch`: the columns and their
+        When :func:`layout_plan` covers every result column, each batch is laid out in C from
+        the driver's tuples (:class:`~fetcher.adapters.column_layout.LaidOutBatch`). Otherwise
+        each batch is a :class:`~fetcher.adapters.fastjson.FastRowBatch`: the columns and their
         names, which encode themselves (orjson) without a Python step per row; with the host's
         batch encoder process, a ``PreEncodedBatch`` encoded there
         (:func:`~fetcher.adapters.encoder_process.encoded_batches`).
         """
         conn = self._require(Phase.QUERY)
-        fast = row_text_sql(query) if self.row_text else None
-        sql, params = select_sql(query) if fast is None else fast
+        sql, params = select_sql(query)
         names = tuple(column.name for column in query.columns)
         json_columns = _json_columns(query.columns)
         with map_postgres_errors(Phase.QUERY, self._name, query.table):
@@ -789,15 +806,19 @@ class PostgresConnector(NetworkConnector):
                 cursor_name = f"fetcher_{secrets.token_hex(8)}"
                 async with conn.cursor(name=cursor_name) as cursor:
                     await cursor.execute(sql, params)
-                    if fast is not None:
-                        label = query.table.label
-                        result_columns(cursor.description, ["row_text"], self._name, label)
-                        fast_batches = self._row_text_batches(cursor, conn, query, json_columns)
-                        async with aclosing(fast_batches) as laid_out:
-                            async for laid in laid_out:
-                                yield laid
-                        return
                     converters = self._converters(query, cursor.description, conn)
+                    plan = layout_plan(query, cursor.description or ()) if self.laid_out else None
+                    if plan is not None:
+                        general = partial(
+                            _columns, converters=converters, names=names, datasource=self._name
+                        )
+                        laid_out = self._laid_out_batches(
+                            cursor, conn, plan, general, names=names, json_columns=json_columns
+                        )
+                        async with aclosing(laid_out) as batches:
+                            async for batch in batches:
+                                yield batch
+                        return
                     sizer = BatchSizer(self._batch_size)
                     if self._encoder is not None:
                         self._encoder.start_soon()  # batches are encoded here until it is up
@@ -813,40 +834,33 @@ class PostgresConnector(NetworkConnector):
                         columns = _columns(rows, converters, names, self._name)
                         yield FastRowBatch(names, columns, json_columns=json_columns)
 
-    async def _row_text_batches(
+    async def _laid_out_batches(
         self,
         cursor: AsyncCursor,
         conn: AsyncConn,
-        query: TableQuery,
+        plan: ColumnPlan,
+        general: Callable[[list[tuple[Any, ...]]], list[Sequence[object]]],
+        *,
+        names: Sequence[str],
         json_columns: Sequence[int],
-    ) -> AsyncGenerator[RowTextBatch, None]:
-        """The fast path's batches (:func:`row_text_sql`), with the next ``FETCH`` in flight
-        while the consumer lays out and writes the current batch: the server writes rows
-        (its share of the work here) while this process works, one batch ahead at most."""
-        names = tuple(column.name for column in query.columns)
-        canonical = all(column.native_type != "json" for column in query.columns)
-        plain, zoned = (
-            tuple(column.name for column in query.columns if column.family is family)
-            for family in (TypeFamily.TIMESTAMP, TypeFamily.TIMESTAMPTZ)
-        )
+    ) -> AsyncGenerator[LaidOutBatch | FastRowBatch, None]:
+        """The fast path's batches (:func:`layout_plan`), each laid out in C from the fetched
+        tuples, with the next ``FETCH`` in flight meanwhile: the server writes rows (its share
+        of the work) while this process lays them out, one batch ahead at most. A batch the
+        layout declines takes the general path (``general``: the rows as converted columns),
+        which also raises whatever that batch deserves."""
         sizer = BatchSizer(self._batch_size)
         pending = self._prefetch = asyncio.ensure_future(self._fetch(cursor, conn, sizer))
         try:
             while rows := await pending:
                 pending = self._prefetch = asyncio.ensure_future(self._fetch(cursor, conn, sizer))
                 await asyncio.sleep(0)  # the next FETCH leaves before this batch's work
-                texts = list(map(_FIRST, rows))
-                if None in texts:  # never from row_text_sql: another server's answer
-                    detail = f"table '{query.table.label}' answered a row without its text"
-                    raise engine_error(Phase.QUERY, self._name, detail)
-                yield RowTextBatch(
-                    names,
-                    texts,
-                    json_columns=json_columns,
-                    canonical_ints=canonical,
-                    timestamps=plain,
-                    zoned_timestamps=zoned,
-                )
+                convert = partial(general, rows)
+                laid = layout_columns(rows, plan)
+                if laid is not None:
+                    yield LaidOutBatch(names, len(rows), laid, convert, json_columns=json_columns)
+                else:  # declined: the general path writes (or refuses) this batch
+                    yield FastRowBatch(names, convert(), json_columns=json_columns)
         finally:
             await _cancel_fetch(pending)  # stopped early: a failed or cancelled job
             self._prefetch = None

@@ -1,7 +1,8 @@
-"""Issue 23's PostgreSQL fast path (``row_text_sql`` + ``RowTextBatch``) against the general
-path, on a real server: for every type family it covers, with NULLs, unicode, control
-characters, extreme numerics, infinities, BC and five-digit years, time zones and JSON of every
-shape, the two paths write the same document bytes and read the same rows."""
+"""Issue 23's PostgreSQL fast path (``layout_plan`` + ``LaidOutBatch``: batches laid out in C
+from the driver's tuples) against the general path, on a real server: for every type it
+covers, with NULLs, unicode, control characters, extreme numerics and floats, infinities, BC
+and five-digit years, time zones and JSON of every shape, the two paths write the same
+document bytes and read the same rows."""
 
 from __future__ import annotations
 
@@ -15,9 +16,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from fetcher.adapters.json_layout import layout_rows
-from fetcher.adapters.row_text import RowTextBatch
-from fetcher.adapters.sql.postgres import PostgresConnector, row_text_sql
+from fetcher.adapters.column_layout import LaidOutBatch
+from fetcher.adapters.sql.postgres import PostgresConnector
 from fetcher.engine.document import ROW_DEPTH, _rows_bytes
 from fetcher.engine.model import ConnectionDescriptor
 from fetcher.engine.ports import TableQuery
@@ -27,17 +27,18 @@ from tests.integration.sql.written import both_paths, table_named
 pytestmark = pytest.mark.integration
 
 _TABLE_SQL = """
-DROP TABLE IF EXISTS public.row_texts, public.row_texts_float;
-DROP TYPE IF EXISTS public.row_text_mood;
-CREATE TYPE public.row_text_mood AS ENUM ('ok', 'sad', 'é "q"');
-CREATE TABLE public.row_texts (
+DROP TABLE IF EXISTS public.laid_out, public.laid_out_arrays;
+DROP TYPE IF EXISTS public.laid_out_mood;
+CREATE TYPE public.laid_out_mood AS ENUM ('ok', 'sad', 'é "q"');
+CREATE TABLE public.laid_out (
     id integer, i2 smallint, i8 bigint, n numeric, n6 numeric(12, 6), m money, flag boolean,
-    t text, vc varchar(40), ch char(6), nm name, x xml, e public.row_text_mood, u uuid,
+    t text, vc varchar(40), ch char(6), nm name, x xml, e public.laid_out_mood, u uuid,
     d date, ts timestamp, tz timestamptz, b bytea, j json, jb jsonb,
-    "we""ird %s key" text, "ключ" integer
+    "we""ird %s key" text, "ключ" integer,
+    f4 real, f8 double precision, tm time, ttz timetz, iv interval, c1 "char", o oid
 );
-CREATE TABLE public.row_texts_float (id integer, f double precision);
-INSERT INTO public.row_texts_float VALUES (1, 0.1);
+CREATE TABLE public.laid_out_arrays (id integer, a integer[], ip inet);
+INSERT INTO public.laid_out_arrays VALUES (1, '{1,2}', '10.0.0.1');
 """
 
 _TEXTS = [
@@ -63,6 +64,15 @@ _MOMENTS = [
     "10000-01-01 00:00:00", "1900-02-28 23:59:59.5",
 ]  # fmt: skip
 _DATES = ["2024-02-29", "infinity", "-infinity", "0044-03-15 BC", "12345-01-01", "0001-01-01"]
+_FLOATS = [
+    "0.1", "-0", "1e16", "1e-7", "123456789.125", "3.4028235e38", "1e308", "5e-324",
+    "2.5", "-1.5e-10", "16777217",
+]  # fmt: skip
+_REALS = ["0.1", "-0", "1e16", "1e-7", "2.5", "3.4028235e38", "16777217", "1.17549435e-38"]
+#: Each makes the C layout decline its batch (a str where floats are written).
+_NON_FINITE = ["NaN", "Infinity", "-Infinity"]
+_TIMES = ["00:00:00", "23:59:59.999999", "12:30:00.5", "24:00:00"]
+_INTERVALS = ["1 day 02:03:04.5", "-1 mon", "P1Y2M", "0", "-3 days 00:00:01"]
 
 
 def _rows(count: int, seed: int) -> Iterator[tuple[object, ...]]:
@@ -101,6 +111,13 @@ def _rows(count: int, seed: int) -> Iterator[tuple[object, ...]]:
             maybe(jsons if "key\": 1, \"key" not in jsons and "\\u" not in jsons else '{"ok": 1}'),
             maybe(rng.choice(_TEXTS)),
             maybe(index),
+            maybe(rng.choice(_REALS)),
+            maybe(rng.choice(_FLOATS + (_NON_FINITE if index >= 500 else []))),
+            maybe(rng.choice(_TIMES)),
+            maybe(rng.choice(_TIMES) + rng.choice(["+00", "+05:30", "-11"])),
+            maybe(rng.choice(_INTERVALS)),
+            maybe(rng.choice(["a", "\\", "é"[:1]])),
+            maybe(rng.choice([0, 1, 4294967295])),
         )  # fmt: skip
 
 
@@ -108,10 +125,10 @@ def _rows(count: int, seed: int) -> Iterator[tuple[object, ...]]:
 def row_tables(pg_descriptor: ConnectionDescriptor, postgres_dsn: str) -> ConnectionDescriptor:
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(_TABLE_SQL)
-        marks = ", ".join(["%s"] * 22)
+        marks = ", ".join(["%s"] * 29)
         with conn.cursor() as cursor:
             cursor.executemany(
-                f"INSERT INTO public.row_texts VALUES ({marks})",
+                f"INSERT INTO public.laid_out VALUES ({marks})",
                 list(_rows(600, seed=23)),
             )
     return pg_descriptor
@@ -126,60 +143,55 @@ async def test_the_fast_path_writes_the_general_paths_bytes_and_rows(
 ) -> None:
     (fast, fast_rows), (general, general_rows) = await both_paths(
         lambda: PostgresConnector(row_tables, batch_size=50),
-        lambda fast: monkeypatch.setattr(PostgresConnector, "row_text", fast),
-        "row_texts",
+        lambda fast: monkeypatch.setattr(PostgresConnector, "laid_out", fast),
+        "laid_out",
         ["public"],
     )
-    assert set(fast[1]) == {"RowTextBatch"}
-    assert "RowTextBatch" not in general[1]
+    # the batches with json's duplicate keys or a non-finite float decline, the rest are laid out
+    assert set(fast[1]) == {"LaidOutBatch", "FastRowBatch"}
+    assert "LaidOutBatch" not in general[1]
     assert fast[0] == general[0]
     assert fast_rows == general_rows
     document = json.loads(fast[0])  # the datasource object
-    rows = document["row_texts"]
+    rows = document["laid_out"]
     assert len(rows) == 600
     assert {row["tz"] for row in rows} >= {"infinity", "2024-01-01T21:34:05.12Z"}
     assert {row["d"] for row in rows} >= {"0044-03-15 BC", "12345-01-01", "-infinity"}
     assert {row["n"] for row in rows} >= {"NaN", "-Infinity", "0.00000000000000000001"}
+    assert {row["f8"] for row in rows} >= {"NaN", "Infinity", 1e16, 5e-324, -0.0}
+    assert {row["f4"] for row in rows} >= {0.1, 3.4028235e38}
+    assert {row["flag"] for row in rows} == {True, False, None}
 
 
-async def test_the_server_texts_are_laid_out_in_c_not_declined(
+async def test_the_driver_rows_are_laid_out_in_c_not_declined(
     row_tables: ConnectionDescriptor,
 ) -> None:
-    """Every batch without a duplicate JSON key or a lone escape goes through the C layout
-    (not the parse fallback), and its bytes are the batch's own fallback bytes."""
+    """Every batch without a duplicate JSON key or a non-finite float goes through the C
+    layout (not the general path), and its bytes are the batch's own general-path bytes."""
     async with PostgresConnector(row_tables, batch_size=50) as pg:
-        table = await _table(pg, "row_texts")
+        table = await _table(pg, "laid_out")
         laid = declined = 0
         async for batch in pg.stream(TableQuery(table, table.columns)):
-            assert isinstance(batch, RowTextBatch)
-            texts = batch.texts
-            native = layout_rows(
-                texts, ROW_DEPTH, max_depth=251, timestamps=["ts"], zoned_timestamps=["tz"]
-            )
-            if native is None:
+            rows = list(batch)
+            if not isinstance(batch, LaidOutBatch):
                 declined += 1
-                assert any('"key": 1, "key"' in str(text) for text in texts)
+                assert any(
+                    row["f8"] in {"NaN", "Infinity", "-Infinity"} or row["j"] == {"key": 2}
+                    for row in rows
+                )
                 continue
             laid += 1
-            reparsed = RowTextBatch(
-                batch.names,
-                texts,
-                json_columns=sorted(batch.json_columns),
-                canonical_ints=False,
-                timestamps=["ts"],
-                zoned_timestamps=["tz"],
-            )
-            _ = reparsed.columns  # parsed: the Python paths below, not the C layout
-            assert bytes(_rows_bytes(reparsed)) == native
+            native = batch.encoded_rows(ROW_DEPTH)
+            assert native is not None
+            assert bytes(_rows_bytes(rows)) == bytes(native)  # the rows, written in Python
     assert laid > declined > 0
 
 
-async def test_uncovered_families_take_the_general_path(
+async def test_uncovered_types_take_the_general_path(
     row_tables: ConnectionDescriptor,
 ) -> None:
     async with PostgresConnector(row_tables) as pg:
-        table = await _table(pg, "row_texts_float")
-        assert row_text_sql(TableQuery(table, table.columns)) is None
+        table = await _table(pg, "laid_out_arrays")
         batches = [batch async for batch in pg.stream(TableQuery(table, table.columns))]
     assert [type(batch).__name__ for batch in batches] == ["FastRowBatch"]
-    assert list(batches[0]) == [{"f": 0.1, "id": 1}]
+    assert list(batches[0]) == [{"a": [1, 2], "id": 1, "ip": "10.0.0.1"}]
