@@ -1,8 +1,9 @@
 """Driver rows laid out as §5.4 row objects in C, straight from the driver's values (issue 23;
 contract §5.3, §5.4).
 
-A driver such as asyncmy hands over each row as a tuple of plain values: ``int`` for integers,
-the server's text for decimals, dates, times and JSON, ``bytes`` for binary strings. The
+A driver hands over each row as a tuple of plain values: asyncmy ``int`` for integers, the
+server's text for decimals, dates, times and JSON, ``bytes`` for binary strings; psycopg with
+the PostgreSQL connector's loaders ``int``, ``bool``, ``float`` and the §5.3 ``str``. The
 general path turns those into §5.3 values column by column in Python and encodes them; here
 the C extension (``layout_columns`` in ``_json_layout.c``) writes the same bytes from the
 tuples directly: per column a :class:`ColumnKind` says how its values are written (the same
@@ -72,11 +73,12 @@ class ColumnKind(IntEnum):
     FLOAT = 7
     #: ``bool``: ``true`` or ``false``.
     BOOL = 8
-    #: ``str``, PostgreSQL's ``timestamp`` text in an ISO-DateStyle session: §5.3's UTC text
-    #: when it has the years-1..9999 shape, else as it is (``json_layout.stamp_text``).
+    #: ``str`` (ASCII), PostgreSQL's ``timestamp`` text in an ISO-DateStyle session: §5.3's UTC
+    #: text when it has the years-1..9999 shape, infinity, BC and five-digit years as they are
+    #: (the connector's ``_DateTimeText``); any other text declines.
     STAMP = 9
     #: ``str``, PostgreSQL's ``timestamptz`` text in a UTC, ISO-DateStyle session: as
-    #: :attr:`STAMP` (``stamp_text(..., zoned=True)``).
+    #: :attr:`STAMP`, with the ``+00`` zone.
     ZONED_STAMP = 10
 
 
@@ -120,7 +122,7 @@ class LaidOutBatch(FastRowBatch):
     columns (the general path's conversion of the same driver rows), called only when
     something reads the rows; the writer, given the bytes, never does."""
 
-    __slots__ = ("_convert", "_laid", "_parsed")
+    __slots__ = ("_convert", "_laid")
 
     def __init__(
         self,
@@ -133,16 +135,15 @@ class LaidOutBatch(FastRowBatch):
     ) -> None:
         super().__init__(names, [() for _ in names], json_columns=json_columns)
         self._length = length
-        self._parsed = False
         self._laid = laid
-        self._convert = convert
+        self._convert: Callable[[], Sequence[Sequence[object]]] | None = convert
 
     @property
     def columns(self) -> tuple[Sequence[object], ...]:
-        """The converted columns, made on the first read."""
-        if not self._parsed:
+        """The converted columns, made on the first read (``convert`` is then let go)."""
+        if self._convert is not None:
             self._columns = tuple(self._convert())
-            self._parsed = True
+            self._convert = None
         return self._columns
 
     def encoded_rows(self, depth: int) -> bytes | memoryview | None:
