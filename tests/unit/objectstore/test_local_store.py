@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fetcher.adapters.objectstore.local import LocalObjectStore
+from fetcher.adapters.objectstore import local
+from fetcher.adapters.objectstore.local import RELEASE_WINDOW, LocalObjectStore
 from fetcher.engine.errors import EngineError, ErrorCategory
 from fetcher.services.runtime_ports import ObjectStore
 
@@ -58,6 +62,88 @@ async def test_large_writes_round_trip(store: LocalObjectStore) -> None:
         for start in range(0, len(data), 1024 * 1024):
             await writer.write(data[start : start + 1024 * 1024])
     assert await store.read(KEY) == data
+
+
+class _Advice:
+    """Records ``posix_fadvise`` calls as ``(offset, length)`` and passes them on (or fails)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[tuple[int, int]] = []
+        self.fail = fail
+
+    def __call__(self, fd: int, offset: int, length: int, advice: int) -> None:
+        assert advice == os.POSIX_FADV_DONTNEED
+        self.calls.append((offset, length))
+        if self.fail:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        os.posix_fadvise(fd, offset, length, advice)
+
+
+async def _write_mib(store: LocalObjectStore, mib: int, tail: bytes = b"") -> bytes:
+    data = b"".join(os.urandom(1 << 20) for _ in range(mib)) + tail
+    async with store.open_writer(KEY) as writer:
+        for start in range(0, len(data), 1 << 20):
+            await writer.write(data[start : start + (1 << 20)])
+    return data
+
+
+async def test_each_written_window_is_advised_out_of_the_page_cache_one_window_later(
+    store: LocalObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each full window starts its writeback and the previous one is dropped; after the fsync
+    the whole object is advised once more."""
+    advice = _Advice()
+    monkeypatch.setattr(local, "_FADVISE", advice)
+    windows = 5
+    data = await _write_mib(store, windows * RELEASE_WINDOW >> 20, tail=b"x" * 1000)
+    assert await store.read(KEY) == data
+    during = [(max(0, k - 2) * RELEASE_WINDOW, k * RELEASE_WINDOW) for k in range(1, windows + 1)]
+    assert advice.calls == [(start, end - start) for start, end in during] + [(0, len(data))]
+
+
+async def test_a_failing_or_missing_advice_stores_the_same_object(
+    store: LocalObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The advice is only advice: an error from it, or a platform without it, changes nothing."""
+    advice = _Advice(fail=True)
+    monkeypatch.setattr(local, "_FADVISE", advice)
+    data = await _write_mib(store, 2 * RELEASE_WINDOW >> 20)
+    assert await store.read(KEY) == data
+    assert len(advice.calls) == 3
+    monkeypatch.setattr(local, "_FADVISE", None)
+    assert await store.read(KEY) == data
+    data = await _write_mib(store, 2 * RELEASE_WINDOW >> 20)
+    assert await store.read(KEY) == data
+
+
+def _file_system_type(path: Path) -> str:
+    """The type of the mount holding ``path`` (the longest mount point that contains it)."""
+    mounts = [line.split()[1:3] for line in Path("/proc/mounts").read_text().splitlines()]
+    inside = [(point, kind) for point, kind in mounts if path.is_relative_to(point)]
+    return max(inside, key=lambda mount: len(mount[0]))[1]
+
+
+def _cached_bytes(path: Path) -> int:
+    """How many bytes of ``path`` the page cache holds, as util-linux's ``fincore`` reports."""
+    fincore = shutil.which("fincore")
+    assert fincore, "fincore (util-linux) reports which pages of a file are cached"
+    return int(
+        subprocess.run(  # noqa: S603 - fixed argv of a local tool, no shell
+            [fincore, "--bytes", "--noheadings", "--output", "RES", str(path)],
+            capture_output=True, text=True, check=True,
+        ).stdout
+    )  # fmt: skip
+
+
+async def test_a_stored_object_does_not_stay_in_the_page_cache(
+    store: LocalObjectStore, tmp_path: Path
+) -> None:
+    """On the real kernel: a freshly written 24 MiB object is (almost) all cached without the
+    advice; with it, less than one window of it is."""
+    if _file_system_type(tmp_path.resolve()) == "tmpfs":
+        pytest.skip("tmpfs: the page cache holds a tmpfs file's only copy, nothing to drop")
+    await _write_mib(store, 24)
+    assert await asyncio.to_thread(_cached_bytes, store.path_for(KEY)) < RELEASE_WINDOW
 
 
 async def test_nothing_is_visible_before_the_block_exits(

@@ -8,6 +8,16 @@ Writes of the (≤ ~1 MiB) chunks are small synchronous ``os.write`` calls; the 
 run in a worker thread that is always awaited to completion, so a cancellation can never race
 the cleanup. ``check`` is the §2.10 readiness probe (the directory is writable).
 
+A result object (up to 256 MiB) is written once and read rarely, so the writer keeps only about
+two windows of it in the page cache (:data:`RELEASE_WINDOW`): each full window is advised
+``POSIX_FADV_DONTNEED``, which starts its writeback, and one window later the same advice drops
+its pages, clean by then if the disk kept up; after the fsync the whole file is advised once
+more. The object does not push other data out of the cache, the final fsync has little left to
+write, and the writes reuse the same few pages instead of taking fresh ones for every megabyte
+(on this project's VMs a fresh page costs more than the copy into it: ``bench/README.md``,
+"The local store's page cache"). It is advice only: where it is not supported, or fails, the
+write goes on as before and the fsync still writes everything.
+
 §13 "Files": objects are created 0600 and the directories this process creates for them 0700,
 whatever the umask (the mode is set explicitly right after creation); directories that already
 exist are left as they are. :func:`make_private_dirs` is shared with the SQLite metadata store.
@@ -41,6 +51,10 @@ CHECK_FAILED = "object storage is not writable"
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+#: Bytes between two page-cache advices of a written object (see the module docstring).
+RELEASE_WINDOW = 8 << 20
+_FADVISE = getattr(os, "posix_fadvise", None)
+_DONTNEED = getattr(os, "POSIX_FADV_DONTNEED", 0)
 #: §13 "Files".
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -115,6 +129,10 @@ class _TempObject:
         self.final = final
         self.temp = final.with_name(f".{final.name}.{secrets.token_hex(8)}.tmp")
         self.fd: int | None = create_private_file(self.temp)  # the rename keeps the mode
+        #: Bytes written so far, and where the last two page-cache advices began.
+        self.size = 0
+        self.advised = 0
+        self.releasing = 0
 
     async def write(self, chunk: bytes) -> None:
         """Append ``chunk`` (the stored bytes) to the temporary file."""
@@ -125,12 +143,29 @@ class _TempObject:
             while view:
                 written = os.write(self.fd, view)
                 view = view[written:]
+                self.size += written
+        if self.size - self.advised >= RELEASE_WINDOW:
+            self._release_window()
+
+    def _release_window(self) -> None:
+        """Advise from the previous window to the end: the previous window's pages, written
+        back since, are dropped; the new window's writeback starts."""
+        self._dont_need(self.releasing)
+        self.releasing, self.advised = self.advised, self.size
+
+    def _dont_need(self, start: int) -> None:
+        """``POSIX_FADV_DONTNEED`` from ``start`` to the end written so far (advice: never
+        raises)."""
+        if _FADVISE is not None and self.fd is not None:
+            with contextlib.suppress(OSError):
+                _FADVISE(self.fd, start, self.size - start, _DONTNEED)
 
     def commit(self) -> None:
         """fsync, close and rename into place; then fsync the directory (best effort)."""
         if self.fd is None:
             raise ValueError("writer is closed")
         os.fsync(self.fd)
+        self._dont_need(0)  # all clean now: none of the object stays cached
         fd, self.fd = self.fd, None
         os.close(fd)
         os.replace(self.temp, self.final)
