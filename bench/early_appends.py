@@ -37,7 +37,6 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from bench.engine_targets import postgres_descriptor
 from bench.extraction import _PG_LEDGER, COLUMNS, NARROW
 from bench.fetcher_processes import create_postgres, drop_postgres
 from bench.process_cpu import s3_server_pid, tree_cpu_seconds
+from bench.reports import write_report
 from bench.worker_memory import (
     ADMIN,
     S3_ACCESS_KEY,
@@ -72,7 +72,6 @@ from fetcher.services.runtime_ports import ObjectStore, ObjectWriter
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
 REPS = int(os.environ.get("FETCHER_BENCH_REPS", "3"))
 STORE = os.environ.get("FETCHER_BENCH_APPEND_STORE", "s3")
-RESULTS = Path(__file__).resolve().parent / "results"
 SPOOL_MEMORY_BYTES = 8 * 1024 * 1024
 WIDE = tuple(column for column in COLUMNS if column != "metadata")
 
@@ -217,11 +216,8 @@ def main() -> None:
     ratio = summary["after"]["seconds"] / summary["appends"]["seconds"]  # type: ignore[operator]
     print(json.dumps(summary, indent=2))
     print(f"  speed appends/after: {ratio:.2f}x")
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = RESULTS / f"early-appends-{STORE}-{stamp}.json"
     report = {"rows": ROWS, "store": STORE, "reps": REPS, "runs": runs, "summary": summary}
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"written {out}")
+    write_report(f"early-appends-{STORE}", report)
 
 
 if __name__ == "__main__":

@@ -22,13 +22,13 @@ import os
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.extraction import COLUMNS, RESULTS, ledger_source
+from bench.extraction import COLUMNS, ledger_source
 from bench.fetcher_processes import FetcherProcesses, JobFigure
+from bench.reports import write_report
 
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
 REPS = int(os.environ.get("FETCHER_BENCH_REPS", "4"))
@@ -78,12 +78,8 @@ def main() -> int:
     )
     print(f"{SOURCE} {MODE}, {ROWS:,} rows, {REPS} repetitions: {json.dumps(report)}")
     print(f"speed with the encoder process / without: {speed:.2f}x")
-    RESULTS.mkdir(exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = RESULTS / f"encoder-{SOURCE}-{MODE}-{stamp}.json"
     figures = {"source": SOURCE, "mode": MODE, "rows": ROWS, **report, "speed": speed}
-    path.write_text(json.dumps(figures, indent=2))
-    print(f"written {path}")
+    write_report(f"encoder-{SOURCE}-{MODE}", figures)
     return 0
 
 

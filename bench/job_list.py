@@ -28,6 +28,7 @@ import secrets
 import socket
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -40,6 +41,9 @@ import httpx
 import psycopg
 import uvicorn
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.reports import write_report
 from fetcher.adapters.store import _common as c
 from fetcher.adapters.store.postgres import PostgresMetadataStore
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
@@ -57,7 +61,6 @@ ENC_KEY = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CONNECTIONS = [f"0190{n:04x}-0000-7000-8000-{n:012x}" for n in range(20)]
 PRODUCTS = ["payments", "billing", "ledger", "risk", "growth"]
-RESULTS = Path(__file__).parent / "results"
 
 
 def _status(n: int) -> JobStatus:
@@ -231,9 +234,7 @@ async def main() -> None:
         for case, figures in results[store].items():
             p50, p99 = figures["p50_ms"], figures["p99_ms"]
             print(f"{store:8} {case:42} p50 {p50:7.2f} ms  p99 {p99:7.2f} ms")
-    RESULTS.mkdir(exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    (RESULTS / f"job_list-{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_report("job_list", results)
 
 
 if __name__ == "__main__":

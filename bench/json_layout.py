@@ -26,7 +26,6 @@ Run: ``PYTHONPATH=src .venv/bin/python bench/json_layout.py [--rows N] [--synthe
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -38,12 +37,11 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.reports import write_report
 from fetcher.adapters import json_layout
 from fetcher.adapters.fastjson import _OPTIONS, _default, parse_json_column
 from fetcher.engine.document import ROW_DEPTH, _rows_bytes
 from fetcher.engine.values import parse_json_column as engine_parse_json_column
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 #: One row as the fast path's query prints it, keys in sorted order (created_at in UTC, §5.3:
 #: fraction without trailing zeros, none when zero).
@@ -186,11 +184,7 @@ def main() -> None:
             f"  {name:14} {median:6.3f} CPU s  {size / 1e6 / median:7.1f} MB/s  "
             f"(runs: {', '.join(f'{run:.3f}' for run in runs)})"
         )
-    RESULTS.mkdir(exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = RESULTS / f"json-layout-{stamp}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written to {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
+    write_report("json-layout", result)
 
 
 if __name__ == "__main__":
