@@ -23,9 +23,11 @@ postmaster's whole tree with its reaped backends, or ``mariadbd``), for PostgreS
 the backends serving the ledger's database, the S3 server's (SeaweedFS), the Manager's (Worker
 runs) and the whole machine's busy CPU (what else ran). ``FETCHER_BENCH_SIZES`` (default
 1 500 000) adds fresh ledgers of those sizes against embedded mode and the local-store Worker
-(part ``sizes``). A summary per part and size is printed and stored (``summary``): median wall
-time, speed against the floor and ConnectorX, Fetcher's CPU (and per 500 k rows), the source
-and S3 servers' CPU, peak RSS. Then: a filtered extraction (``between`` on
+(part ``sizes``). The PostgreSQL part also stores the object's size alone, through the S3 store
+(``s3_upload_only``: the S3 server's CPU) and through the local store (``local_write_only``: the
+writing process's CPU). A summary per part and size is printed and stored (``summary``): median
+wall time, speed against the floor and ConnectorX, Fetcher's CPU (and per 500 k rows), the
+source and S3 servers' CPU, peak RSS. Then: a filtered extraction (``between`` on
 ``created_at``, about 10 % of rows) against its COPY floor; memory scaling (peak Worker RSS at
 ``FETCHER_BENCH_SCALING`` rows, default 100 000, 500 000 and 1 500 000, with the narrow columns
 ``amount, id, status`` so that 1.5 M rows stay under the 256 MiB result ceiling); and MariaDB
@@ -33,9 +35,9 @@ and S3 servers' CPU, peak RSS. Then: a filtered extraction (``between`` on
 same table, through the Worker and embedded); and wide rows (peak Worker RSS for a 150 MB
 document of rows ``FETCHER_BENCH_WIDE`` characters wide, default 1 500, 15 000, 150 000 and
 500 000: fetches are sized by bytes, ``fetcher.adapters.batch_sizing``).
-``FETCHER_BENCH_PARTS`` picks parts (default
-``postgres,sizes,filtered,scaling,mariadb,wide``). The
-Worker's objects (and the upload-only measurement's) are deleted from the test bucket at the end.
+``FETCHER_BENCH_PARTS`` picks parts (default ``postgres,sizes,filtered,scaling,mariadb,wide``).
+The Worker's objects (and the upload-only measurement's) are deleted from the test bucket at
+the end.
 
 Ratios are speeds, floor time / Fetcher time (≥ 0.25 is the issue's target for COPY, ≥ 0.75 for
 ConnectorX), always from the same run: the machine is shared and absolute figures are noisy.
@@ -54,6 +56,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -335,6 +338,26 @@ def _s3_upload_seconds(size: int) -> float:
         delete_s3_prefix(prefix)
 
 
+def _local_write_figures(size: int) -> tuple[float, float]:
+    """Wall time and CPU seconds (this process's, idle otherwise) of storing ``size`` bytes
+    (random base64 in 1 MiB writes, as the Worker writes them) through the local store the
+    local-store Worker uses, in a fresh directory on the same file system: the store's share
+    of that Worker's time and CPU, with no extraction, HMAC or encryption."""
+    from fetcher.adapters.objectstore.local import LocalObjectStore
+
+    chunk = base64.b64encode(os.urandom(3 << 18))  # 1 MiB
+
+    async def run() -> None:
+        async with LocalObjectStore(directory).open_writer("bench/local-write") as writer:
+            for offset in range(0, size, len(chunk)):
+                await writer.write(chunk[: size - offset])
+
+    with tempfile.TemporaryDirectory(prefix="fetcher-bench-local-") as directory:
+        began, cpu_began = time.perf_counter(), time.process_time()
+        asyncio.run(run())
+        return time.perf_counter() - began, time.process_time() - cpu_began
+
+
 def _connectorx(database: str, select: str) -> dict[str, Any]:
     url = f"postgresql://postgres@127.0.0.1:5432/{database}"
     done = subprocess.run(
@@ -585,15 +608,19 @@ def postgres_part(
     mapped = {"bench_pg": {"ledger": list(COLUMNS)}}
     results = _summaries(_alternate(_ledger_contenders(database, mapped, fetchers, ROWS)), ROWS)
     stored = 4 * -(-(results["fetcher_worker_s3"]["bytes"] + 28) // 3)  # base64(nonce‖ct‖tag)
-    uploads = [_s3_upload_figures(stored) for _ in range(REPS)]
-    results["s3_upload_only"] = _summary(
-        "s3_upload_only",
-        [seconds for seconds, _ in uploads],
-        ROWS,
-        stored,
-        [],
-        cpu=[cpu for _, cpu in uploads if cpu is not None],
-    )
+    for name, store in (
+        ("s3_upload_only", _s3_upload_figures),
+        ("local_write_only", _local_write_figures),
+    ):
+        figures = [store(stored) for _ in range(REPS)]
+        results[name] = _summary(
+            name,
+            [seconds for seconds, _ in figures],
+            ROWS,
+            stored,
+            [],
+            cpu=[cpu for _, cpu in figures if cpu is not None],
+        )
     ratios = _ratios(results, list(fetchers), ["copy", "connectorx_polars", "s3_upload_only"])
     return {
         "rows": ROWS,
