@@ -199,6 +199,7 @@ async def _extract_datasource(
                 try:
                     async for batch in connector.stream(table.query):
                         await writer.write_rows(batch)
+                        del batch  # written: not held while the connector makes the next
                         guard.check()
                 except JsonDepthError as exc:  # the writer refused a value (see the module)
                     located = exc.located(table=table.query.table.label)

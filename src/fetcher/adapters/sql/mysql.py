@@ -750,6 +750,7 @@ class MysqlConnector(NetworkConnector):
                         )
                     else:  # declined: the general path writes (or refuses) this batch
                         yield FastRowBatch(names, convert(), json_columns=json_columns)
+                    del batch, convert, laid  # written: not held while the next is fetched
                 await cursor.close()
                 finished = True
         finally:

@@ -818,6 +818,7 @@ class PostgresConnector(NetworkConnector):
                         async with aclosing(laid_out) as batches:
                             async for batch in batches:
                                 yield batch
+                                del batch  # handed on: not held while the next is made
                         return
                     sizer = BatchSizer(self._batch_size)
                     if self._encoder is not None:
@@ -829,10 +830,12 @@ class PostgresConnector(NetworkConnector):
                         ) as batches:
                             async for batch in batches:
                                 yield batch
+                                del batch
                         return
                     while rows := await self._fetch(cursor, conn, sizer):
                         columns = _columns(rows, converters, names, self._name)
                         yield FastRowBatch(names, columns, json_columns=json_columns)
+                        del rows, columns  # not held while the next batch is fetched
 
     async def _laid_out_batches(
         self,
@@ -861,6 +864,7 @@ class PostgresConnector(NetworkConnector):
                     yield LaidOutBatch(names, len(rows), laid, convert, json_columns=json_columns)
                 else:  # declined: the general path writes (or refuses) this batch
                     yield FastRowBatch(names, convert(), json_columns=json_columns)
+                del rows, convert, laid  # written: not held while the next is laid out
         finally:
             await _cancel_fetch(pending)  # stopped early: a failed or cancelled job
             self._prefetch = None
