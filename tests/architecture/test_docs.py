@@ -21,8 +21,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "fetcher"
-USER_DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
-ALL_DOCS = (*USER_DOCS, ROOT / "bench" / "README.md", ROOT / "tests" / "contract" / "README.md")
+#: The project's own specification and the customer's pages it agrees with: cited, linked and
+#: checked for links, but not held to the code-drift checks (they quote upstream's names too).
+CONTRACT = ROOT / "docs" / "contract.md"
+SPEC_DOCS = (CONTRACT, *sorted((ROOT / "docs" / "customer").glob("*.md")))
+USER_DOCS = (
+    ROOT / "README.md",
+    *sorted(p for p in (ROOT / "docs").glob("*.md") if p not in SPEC_DOCS),
+)
+ALL_DOCS = (
+    *USER_DOCS,
+    *SPEC_DOCS,
+    ROOT / "bench" / "README.md",
+    ROOT / "tests" / "contract" / "README.md",
+)
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?^ {0,3}\1[ \t]*$", re.M | re.S)
 _SPAN = re.compile(r"(`+)(.+?)\1", re.S)
@@ -323,3 +335,71 @@ def test_the_typed_client_example_is_the_code_an_end_to_end_test_runs() -> None:
     user_code = textwrap.dedent("\n".join(lines)).replace("  # fmt: skip", "")
     assert len(lines) == 11
     assert f"```python\n{user_code}\n```" in (ROOT / "docs" / "events.md").read_text()
+
+
+# --- the specification is the repository's own ---------------------------------------------
+
+#: Every text a reader of the repository meets: pages, code, tests, benchmarks, build files.
+_READER_TEXT_GLOBS = (
+    "*.md",
+    "docs/**/*",
+    "src/**/*",
+    "tests/**/*",
+    "bench/**/*",
+    "examples/**/*",
+    "deploy/**/*",
+    "scripts/**/*",
+    "Makefile",
+    "pyproject.toml",
+    "Containerfile",
+    "setup.py",
+)
+_BINARY_SUFFIXES = frozenset({".so", ".pyc", ".png", ".gz", ".db"})
+#: A section sign cites the contract, unless another standard is named just before it
+#: ("RFC 9562 §5.7").
+_SECTION = re.compile(r"(?<!RFC \d{4} )(?<!RFC \d{3} )§ ?(\d+(?:\.\d+)*)")
+_CONTRACT_HEADING = re.compile(r"^#{2,6} (\d+(?:\.\d+)*)\.? ", re.M)
+
+
+def _reader_texts() -> Iterator[Path]:
+    seen: set[Path] = set()
+    for pattern in _READER_TEXT_GLOBS:
+        for path in sorted(ROOT.glob(pattern)):
+            if (
+                path.is_file()
+                and path not in seen
+                and path.suffix not in _BINARY_SUFFIXES
+                and not any(part.endswith(".egg-info") for part in path.parts)
+            ):
+                seen.add(path)
+                yield path
+
+
+def _text(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def test_no_reference_leaves_the_repository() -> None:
+    """The specification lives in docs/contract.md: nothing sends a reader to a folder beside
+    the clone (the steering repository's spec), which a person who clones the project lacks."""
+    outside = re.compile("|".join(("\\.\\./" + "shared", "shared/" + "spec", "CONTRACT" + "\\.md")))
+    assert outside.search("see ../sha" + "red/spec/CON" + "TRACT.md §4.5")  # the pattern bites
+    leaving = [
+        f"{_name(path)}:{n}"
+        for path in _reader_texts()
+        for n, line in enumerate(_text(path).splitlines(), 1)
+        if outside.search(line)
+    ]
+    assert leaving == []
+
+
+def test_every_cited_section_is_a_heading_of_the_contract() -> None:
+    sections = set(_CONTRACT_HEADING.findall(CONTRACT.read_text()))
+    assert {"1", "2.3", "4.5", "12.6"} <= sections  # the pattern reads the headings
+    dangling = sorted(
+        f"{_name(path)}: §{number}"
+        for path in _reader_texts()
+        for number in set(_SECTION.findall(_text(path)))
+        if number not in sections
+    )
+    assert dangling == []
