@@ -54,3 +54,10 @@ def test_crypto_imports_only_stdlib_and_cryptography() -> None:
                 or top == "cryptography"
                 or (name.startswith("fetcher.crypto"))
             ), f"{path.name} imports {name}"
+
+
+def test_the_lifecycle_mixin_imports_only_stdlib() -> None:
+    """``fetcher.lifecycle`` is shared by the server and the SDK, so it may import neither."""
+    path = ENGINE_DIR.parent / "lifecycle.py"
+    outside = {n for n in _imported_roots(path) if n.split(".")[0] not in sys.stdlib_module_names}
+    assert outside == set()

@@ -26,8 +26,9 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
+
+from fetcher.lifecycle import AsyncResource
 
 __all__ = ["Deduplicator", "MemoryDeduplicator", "PostgresDeduplicator"]
 
@@ -102,7 +103,7 @@ class MemoryDeduplicator:
         return _guard(self, ce_id)
 
 
-class PostgresDeduplicator:
+class PostgresDeduplicator(AsyncResource):
     """Claims stored in a PostgreSQL table (``pip install 'fetcher[postgres]'``, psycopg 3).
 
     ``async with PostgresDeduplicator(conninfo) as dedup`` opens one connection (autocommit)
@@ -142,18 +143,6 @@ class PostgresDeduplicator:
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
-
-    async def __aenter__(self) -> PostgresDeduplicator:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     def _require(self) -> Any:
         if self._conn is None:

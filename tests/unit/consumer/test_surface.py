@@ -29,7 +29,11 @@ def _imports(tree: ast.AST) -> set[str]:
 
 def _allowed_eagerly(name: str) -> bool:
     top = name.split(".", maxsplit=1)[0]
-    return top in sys.stdlib_module_names or name.startswith(("fetcher.crypto", "fetcher.consumer"))
+    # fetcher.lifecycle is the one async-lifecycle mixin, itself standard library only
+    # (tests/architecture/test_engine_imports.py).
+    return top in sys.stdlib_module_names or name.startswith(
+        ("fetcher.crypto", "fetcher.consumer", "fetcher.lifecycle")
+    )
 
 
 def test_public_names_are_pinned() -> None:

@@ -26,13 +26,13 @@ import logging
 import re
 import ssl
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import quote
 
 from fetcher.adapters.messaging._queues import get_or_stop
 from fetcher.crypto import REDACTED, Redactor
 from fetcher.engine import EngineError, ErrorCategory
+from fetcher.lifecycle import AsyncResource
 from fetcher.services.runtime_ports import Delivery
 
 __all__ = [
@@ -103,7 +103,7 @@ def map_rabbitmq_errors(message: str, *, secrets: Iterable[str] = ()) -> Iterato
         raise BrokerError(message, detail=f"{type(exc).__name__}: {detail}") from exc
 
 
-class RabbitConnection:
+class RabbitConnection(AsyncResource):
     """One robust AMQP connection built from the §9.1 ``RABBITMQ_*`` settings."""
 
     def __init__(
@@ -178,18 +178,6 @@ class RabbitConnection:
             if connection is not None and not connection.is_closed:
                 with contextlib.suppress(Exception):
                     await connection.close()
-
-    async def __aenter__(self) -> RabbitConnection:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def channel(self, *, confirms: bool = False, on_return_raises: bool = False) -> Any:
         """A new (robust) channel; the caller closes it."""
@@ -274,7 +262,7 @@ class _Channel:
             await _close_quietly(channel)
 
 
-class _Publisher:
+class _Publisher(AsyncResource):
     """What both publishers share: a lazily opened confirmed channel on ``connection``, the
     confirm timeout, and closing (also as an async context manager)."""
 
@@ -287,12 +275,6 @@ class _Publisher:
 
     async def close(self) -> None:
         await self._channel.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
 
 class RabbitWorkPublisher(_Publisher):
@@ -472,7 +454,7 @@ class RabbitDelivery:
             await self._message.reject(requeue=False)
 
 
-class RabbitWorkSource:
+class RabbitWorkSource(AsyncResource):
     """``WorkSource`` (§7.4): manual ack, QoS prefetch = ``RABBITMQ_NUMBERS_OF_WORKERS``.
 
     Messages received but not yet handed out when :meth:`stop` is called stay unacknowledged;
@@ -537,9 +519,3 @@ class RabbitWorkSource:
         """Stop, then close the channel: unacknowledged messages return to the queue."""
         await self.stop()
         await self._channel.close()
-
-    async def __aenter__(self) -> RabbitWorkSource:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()

@@ -23,11 +23,11 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from types import TracebackType
 from typing import Any
 
 from fetcher.crypto import Redactor
 from fetcher.engine import EngineError, ErrorCategory
+from fetcher.lifecycle import AsyncResource
 from fetcher.services.runtime_ports import ObjectWriter
 
 __all__ = ["CONTENT_TYPE", "MIN_PART_SIZE", "S3ObjectStore", "map_s3_errors"]
@@ -207,7 +207,7 @@ class _MultipartWriter:
             log.warning("object storage clean-up after a failed write failed: %s", detail)
 
 
-class S3ObjectStore:
+class S3ObjectStore(AsyncResource):
     """``ObjectStore`` on an S3-compatible bucket (§6.3, §9.1 ``OBJECT_STORAGE_*``)."""
 
     def __init__(
@@ -292,18 +292,6 @@ class S3ObjectStore:
             stack, self._stack, self._client = self._stack, None, None
             if stack is not None:
                 await stack.aclose()
-
-    async def __aenter__(self) -> S3ObjectStore:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     def _require_client(self) -> Any:
         if self._client is None:

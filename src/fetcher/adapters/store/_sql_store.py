@@ -12,13 +12,12 @@ while the repairer publishes them.
 from __future__ import annotations
 
 import logging
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
-from typing import ClassVar, Self, TypeVar
+from typing import ClassVar, TypeVar
 
 from fetcher.adapters.store import _common as c
 from fetcher.adapters.store import _statements as q
@@ -35,6 +34,7 @@ from fetcher.adapters.store._program import (
     single,
 )
 from fetcher.adapters.store.job_search import search_statement
+from fetcher.lifecycle import AsyncResource
 from fetcher.services.ports import JobSearchQuery, StoreError
 from fetcher.services.records import (
     ConnectionQuery,
@@ -93,7 +93,7 @@ class _ClaimedBatch:
         await self.run(q.mark_sent(self.dialect, ce_ids, at))
 
 
-class SqlMetadataStore(ABC):
+class SqlMetadataStore(AsyncResource):
     """Every metadata-store role (:class:`fetcher.bootstrap.MetadataStore`) on a SQL backend."""
 
     dialect: ClassVar[Dialect]
@@ -119,18 +119,6 @@ class SqlMetadataStore(ABC):
         """Run ``claim`` and hold its rows for the context, with a runner for steps on them;
         marks made through it are durable when the context exits, also when its body
         raised."""
-
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # -- running statements ------------------------------------------------------------------
 
