@@ -66,8 +66,8 @@ from fetcher.crypto import KeySet
 from fetcher.engine import Engine, ExtractionRequest
 from fetcher.engine import runner as engine_runner
 from fetcher.engine.limits import DEFAULT_LIMITS
-from fetcher.services.extraction import _EncryptingSink
-from fetcher.services.runtime_ports import ObjectStore, ObjectWriter
+from fetcher.services.infrastructure import ObjectStore, ObjectWriter
+from fetcher.services.jobs.extraction import _EncryptingSink
 
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
 REPS = int(os.environ.get("FETCHER_BENCH_REPS", "3"))

@@ -31,23 +31,34 @@ from fetcher.adapters.store.sqlite import SqliteMetadataStore
 from fetcher.adapters.tracing import install_tracing  # re-exported: hosts never import adapters
 from fetcher.crypto import Redactor
 from fetcher.engine import DEFAULT_LIMITS, ConnectionDescriptor, ConnectorRegistry, Engine, Limits
-from fetcher.services.connection_catalog import ConnectionCatalog
-from fetcher.services.connection_dialer import ConnectionDialer
-from fetcher.services.connection_directory import ConnectionDirectory
-from fetcher.services.connection_editor import ConnectionEditor
-from fetcher.services.connection_probe import ConnectionTester
-from fetcher.services.connections import ConnectionServices
-from fetcher.services.credentials import CredentialCipher
-from fetcher.services.events import EventContext
-from fetcher.services.extraction import ExtractionService
-from fetcher.services.feed import EventFeed
-from fetcher.services.job_cursor import CursorCodec, cursor_key
-from fetcher.services.job_list import JobListService
-from fetcher.services.jobs import JobService
+from fetcher.services.connections.catalog import ConnectionCatalog
+from fetcher.services.connections.credentials import CredentialCipher
+from fetcher.services.connections.dialer import ConnectionDialer
+from fetcher.services.connections.directory import ConnectionDirectory
+from fetcher.services.connections.editor import ConnectionEditor
+from fetcher.services.connections.name_collisions import log_name_collisions
+from fetcher.services.connections.schema_cache import SchemaCache
+from fetcher.services.connections.schema_inspection import SchemaInspector
+from fetcher.services.connections.sqlite_files import SqlitePolicy
+from fetcher.services.connections.tester import ConnectionTester
+from fetcher.services.connections.use_cases import ConnectionServices
+from fetcher.services.events.feed import EventFeed
+from fetcher.services.events.job_events import EventContext
+from fetcher.services.events.outbox import OutboxRelay
+from fetcher.services.infrastructure import (
+    Authenticator,
+    EventPublisher,
+    ObjectStore,
+    WorkPublisher,
+    WorkSource,
+)
+from fetcher.services.jobs.cursor import CursorCodec, cursor_key
+from fetcher.services.jobs.extraction import ExtractionService
+from fetcher.services.jobs.listing import JobListService
+from fetcher.services.jobs.reaper import StaleJobReaper
+from fetcher.services.jobs.service import JobService
 from fetcher.services.metrics import Metrics
-from fetcher.services.name_collisions import log_name_collisions
-from fetcher.services.outbox import OutboxRelay
-from fetcher.services.ports import (
+from fetcher.services.store_roles import (
     ConnectionStore,
     FeedStore,
     JobSearch,
@@ -55,17 +66,6 @@ from fetcher.services.ports import (
     Outbox,
     StoreLifecycle,
 )
-from fetcher.services.reaper import StaleJobReaper
-from fetcher.services.runtime_ports import (
-    Authenticator,
-    EventPublisher,
-    ObjectStore,
-    WorkPublisher,
-    WorkSource,
-)
-from fetcher.services.schema_cache import SchemaCache
-from fetcher.services.schema_inspection import SchemaInspector
-from fetcher.services.sqlite_files import SqlitePolicy
 from fetcher.settings import Mode, Settings
 
 if TYPE_CHECKING:  # imported where used: the Worker never loads the JWT libraries
@@ -90,7 +90,7 @@ ReadinessCheck = Callable[[], Awaitable[None]]
 class MetadataStore(
     StoreLifecycle, ConnectionStore, JobStore, JobSearch, FeedStore, Outbox, Protocol
 ):
-    """Every role of the metadata store (``fetcher.services.ports``) at once: what the
+    """Every role of the metadata store (``fetcher.services.store_roles``) at once: what the
     composition root opens and hands out role by role. Only the root and the hosts' startup
     (migrations, the embedded lock, recovery) need all of them; services name their roles."""
 

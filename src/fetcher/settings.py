@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from fetcher.crypto import KeySet, MasterKeyError, parse_master_key
 from fetcher.engine import ConnectionDescriptor
-from fetcher.services.internal_datasources import (
+from fetcher.services.connections.internal_datasources import (
     parse_internal_datasources,
     parse_internal_tenants,
 )

@@ -75,3 +75,28 @@ def test_the_kit_adds_to_the_engine_api_without_repeating_it() -> None:
     assert [name for name in kit if not hasattr(fetcher.engine.kit, name)] == []
     assert len(set(kit)) == len(kit)
     assert set(kit).isdisjoint(fetcher.engine.__all__)
+
+
+def _kernel_contract() -> dict[str, list[str]]:
+    import tomllib
+
+    config = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    found: dict[str, list[str]] = next(
+        c for c in contracts if str(c["name"]).startswith("The services kernel")
+    )
+    return found
+
+
+def test_every_module_at_the_top_of_services_is_in_the_kernel_contract() -> None:
+    """``services/`` holds the kernel as modules and the use cases as packages: a module added
+    at the top is kernel, so the import-linter contract that keeps it below every group must
+    name it (or it could import a group unchecked)."""
+    services = SRC / "services"
+    top = {f"fetcher.services.{p.stem}" for p in services.glob("*.py") if p.stem != "__init__"}
+    groups = {
+        f"fetcher.services.{p.name}" for p in services.iterdir() if (p / "__init__.py").exists()
+    }
+    contract = _kernel_contract()
+    assert set(contract["source_modules"]) == top
+    assert set(contract["forbidden_modules"]) == groups

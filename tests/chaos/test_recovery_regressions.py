@@ -24,7 +24,7 @@ import pytest_asyncio
 from fetcher.adapters.messaging.rabbitmq import RabbitConnection, RabbitWorkPublisher
 from fetcher.adapters.store._program import Statement
 from fetcher.adapters.store.postgres import PostgresMetadataStore
-from fetcher.services.ports import StoreUnavailableError
+from fetcher.services.store_roles import StoreUnavailableError
 from tests.chaos.proxy import ChaosProxy
 from tests.services import RABBITMQ_URL, service_missing
 

@@ -66,7 +66,7 @@ async def test_one_grep_follows_a_job_through_manager_and_worker(stack: Stack) -
         202,
     )
     for line in manager_lines:
-        assert line["logger"] == "fetcher.services.jobs"
+        assert line["logger"] == "fetcher.services.jobs.service"
         assert (line["request_id"], line["product"], line["connection_id"]) == (
             request_id,
             PRODUCT,

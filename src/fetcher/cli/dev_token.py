@@ -21,7 +21,7 @@ from typing import NoReturn, TextIO
 import jwt
 
 from fetcher.crypto import TENANT_PATTERN_TEXT, is_tenant_id
-from fetcher.services.connection_validation import validate_product_header
+from fetcher.services.connections.validation import validate_product_header
 from fetcher.services.errors import ApiError
 
 __all__ = ["USAGE", "dev_token_command", "parse_ttl"]

@@ -2,8 +2,9 @@
 
 One walker, :func:`first_mapped_fields_problem`, runs one :class:`MappedFieldsChecks` (a pass)
 over the tree in request order; each route states its checks and messages as passes (the job in
-:mod:`fetcher.services.job_validation`, validate-schema in
-:mod:`fetcher.services.connection_schema`). The count rules and their messages are here, one
+:mod:`fetcher.services.jobs.validation`, validate-schema in
+:mod:`fetcher.services.connections.schema_requests`). The count rules and their messages are here,
+one
 :class:`CountMessages` table per route: the Manager counts with them, and the planner re-counts
 a job against the Worker's effective limits (§3.5) with :data:`JOB_COUNTS`, so the two can never
 word a count differently.

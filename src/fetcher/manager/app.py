@@ -8,7 +8,8 @@
 * :class:`~fetcher.manager.middleware.FetcherMiddleware` adds request IDs, the streaming
   1 MiB body limit, CORS, the ``HTTP_MAX_CONNECTIONS`` limit on requests in flight (§13) and
   HTTP metrics with bounded label sets (§2.11).
-* OpenAPI 3.1 at ``/openapi.json``: responses from the models of ``services/responses.py``;
+* OpenAPI 3.1 at ``/openapi.json``: responses from the models of
+  ``services/api/response_models.py``;
   request bodies, path IDs, query parameters and headers from the precise JSON Schemas of
   ``manager/openapi.py``, fitted to this deployment (the SQLITE type where it is accepted, the
   configured ``MAX_PAGINATION_LIMIT`` and limit maxima).
@@ -51,7 +52,7 @@ from fetcher.manager.responses import error_response
 from fetcher.manager.routes import connections, console, events, jobs, operational
 from fetcher.manager.telemetry import TelemetryMiddleware
 from fetcher.services.errors import ApiError, invalid_payload
-from fetcher.services.ports import StoreUnavailableError
+from fetcher.services.store_roles import StoreUnavailableError
 from fetcher.settings import Mode
 
 __all__ = ["create_app"]

@@ -18,9 +18,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fetcher.bootstrap import Runtime
 from fetcher.manager.json_body import check_media_type, parse_json_object
-from fetcher.services import shapes
-from fetcher.services.connection_catalog import ListRequest
-from fetcher.services.connection_validation import validate_product_header
+from fetcher.services.api import shapes
+from fetcher.services.connections.catalog import ListRequest
+from fetcher.services.connections.validation import validate_product_header
 from fetcher.services.errors import ApiError
 from fetcher.services.log_context import bind_log_context
 from fetcher.services.records import EventType
@@ -86,7 +86,7 @@ def parse_job_id(raw: str) -> str:
     return job_id
 
 
-# --- query parameters (declared in fetcher.services.shapes) --------------------------------
+# --- query parameters (declared in fetcher.services.api.shapes) --------------------------------
 
 
 def _midnight(day: date) -> datetime:

@@ -1,7 +1,7 @@
 """The ``/openapi.json`` parameters of ``GET /v1/fetcher`` (issue 21), kept apart from
 ``fetcher.manager.openapi`` so the route's document is self-contained.
 
-Each schema accepts exactly the texts :func:`fetcher.services.job_list_query.parse_job_list`
+Each schema accepts exactly the texts :func:`fetcher.services.jobs.list_query.parse_job_list`
 accepts, one parameter at a time (the ``createdTo`` ≥ ``createdFrom`` rule and a cursor's
 signature are beyond a JSON Schema). ``FetcherAPI.openapi`` adds them with
 :func:`add_job_list_parameters`.
@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from fetcher.manager.openapi import parameter, product_header_parameter
-from fetcher.services.job_list_query import (
+from fetcher.services.api.shapes import UUID_PATTERN
+from fetcher.services.jobs.list_query import (
     CURSOR_PATTERN,
     DATE,
     DATE_TIME,
@@ -20,7 +21,6 @@ from fetcher.services.job_list_query import (
     STATUS_PATTERN,
     job_list_limit,
 )
-from fetcher.services.shapes import UUID_PATTERN
 
 __all__ = [
     "JOB_LIST_DESCRIPTION",

@@ -2,8 +2,8 @@
 the ``X-Product-Name`` header (contract §2.1, §2.4, §2.5, §2.6, §2.12, §3.1-§3.5).
 
 The routes parse their inputs themselves (§2.1 is stricter than any model). Each field's schema
-is declared in :mod:`fetcher.services.shapes` next to the check it describes, and each
-cross-field connection rule's fragment in :mod:`fetcher.services.connection_rules` with its
+is declared in :mod:`fetcher.services.api.shapes` next to the check it describes, and each
+cross-field connection rule's fragment in :mod:`fetcher.services.connections.rules` with its
 check; this module assembles them into bodies and parameters, so that a schema-valid request
 passes every rule a JSON Schema can express, and a schema-invalid request is rejected:
 
@@ -36,8 +36,10 @@ from fetcher.engine.kit import (
     OPERATOR_ARITY,
     OperatorArity,
 )
-from fetcher.services import shapes
-from fetcher.services.connection_rules import (
+from fetcher.services.api import shapes
+from fetcher.services.api.response_models import ErrorBody
+from fetcher.services.api.shapes import NO_NUL, NULL, Schema, nullable, string, trimmed
+from fetcher.services.connections.rules import (
     CREDENTIAL_PAIR,
     NETWORK_FIELDS,
     PEM_PAIR,
@@ -46,8 +48,6 @@ from fetcher.services.connection_rules import (
     required_fields,
 )
 from fetcher.services.errors import EMPTY_BODY_MESSAGE
-from fetcher.services.responses import ErrorBody
-from fetcher.services.shapes import NO_NUL, NULL, Schema, nullable, string, trimmed
 
 _EMPTY_OBJECT: Schema = {"type": "object", "maxProperties": 0}
 
@@ -188,8 +188,8 @@ def _ssl(modes: Sequence[str], *, pem: bool = True) -> Schema:
 
 
 def _create_branch(kind: str) -> Schema:
-    """One ``type``'s create body (§2.5): its :class:`~fetcher.services.shapes.TypeRules` row
-    through the rule objects of :mod:`fetcher.services.connection_rules`."""
+    """One ``type``'s create body (§2.5): its :class:`~fetcher.services.api.shapes.TypeRules` row
+    through the rule objects of :mod:`fetcher.services.connections.rules`."""
     rules = shapes.TYPES[kind]
     metadata, metadata_required = REQUIRED_METADATA.schema(rules)
     properties: Schema = {  # in the order Swagger UI shows them (the published one)

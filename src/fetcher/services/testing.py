@@ -1,6 +1,7 @@
 """Fakes for the unit tier of the services ring (the engine's are in ``fetcher.engine.testing``).
 
-* :class:`FakeDns` stands in for :func:`fetcher.services.ssrf.resolve_host`, the one function
+* :class:`FakeDns` stands in for :func:`fetcher.services.connections.ssrf.resolve_host`, the one
+  function
   that resolves a datasource host (§2.9.1): a fixed answer per name, else a resolver error.
 * :class:`RecordingPublisher` is a ``WorkPublisher`` and an ``EventPublisher`` that records what
   it is given and can be told to fail, as a broker that cannot be reached would.

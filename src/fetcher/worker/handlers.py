@@ -25,15 +25,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fetcher.crypto import SIGNATURE_VERSION, extract_job_id, is_tenant_id, verify_message
-from fetcher.services.events import EventContext, failed_event
-from fetcher.services.extraction import ExtractionService
+from fetcher.services.events.job_events import EventContext, failed_event
+from fetcher.services.infrastructure import Delivery, WorkPublisher
+from fetcher.services.jobs.extraction import ExtractionService
+from fetcher.services.jobs.work_messages import TENANT_HEADER, signed_work_headers
 from fetcher.services.log_context import bind_log_context
 from fetcher.services.metrics import Metrics
-from fetcher.services.ports import JobStore, StoreUnavailableError
-from fetcher.services.runtime_ports import Delivery, WorkPublisher
+from fetcher.services.store_roles import JobStore, StoreUnavailableError
 from fetcher.services.timeutil import SystemClock
 from fetcher.services.tracing import SpanKind, extracted_context, span, with_trace_context
-from fetcher.services.work_messages import TENANT_HEADER, signed_work_headers
 
 __all__ = ["WorkHandler"]
 

@@ -2,7 +2,7 @@
 
 ``/health``, ``/readyz`` (database, rabbitmq, object_storage), ``/readyz/tenant/{id}``,
 ``/metrics`` and ``/version``: the Manager's routes, answered by the same
-:class:`fetcher.services.operational.Operations`. Every other path is ``404 FET-0005`` in the
+:class:`fetcher.services.operations.service.Operations`. Every other path is ``404 FET-0005`` in the
 §2.2 shape.
 """
 
@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from fetcher.bootstrap import Runtime
 from fetcher.services.jsontext import compact_json
-from fetcher.services.operational import JSON, Operations, Reply
+from fetcher.services.operations.service import JSON, Operations, Reply
 
 __all__ = ["create_health_app"]
 

@@ -15,10 +15,10 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from fetcher.bootstrap import Runtime, WorkerParts
-from fetcher.services.events import EventContext
-from fetcher.services.reaper import ABANDONED
-from fetcher.services.runtime_ports import Delivery
-from fetcher.services.work_messages import work_message_body, work_message_headers
+from fetcher.services.events.job_events import EventContext
+from fetcher.services.infrastructure import Delivery
+from fetcher.services.jobs.reaper import ABANDONED
+from fetcher.services.jobs.work_messages import work_message_body, work_message_headers
 from fetcher.worker.handlers import WorkHandler
 
 __all__ = ["recover_embedded_jobs", "run_worker", "tune_gc", "work_handler"]

@@ -25,10 +25,10 @@ from fetcher.adapters.store.postgres import PostgresMetadataStore
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
 from fetcher.bootstrap import MetadataStore
 from fetcher.manager.app import create_app
-from fetcher.services.job_list import MAX_LISTED_DOCUMENT
-from fetcher.services.ports import JobSearchQuery
+from fetcher.services.jobs.listing import MAX_LISTED_DOCUMENT
 from fetcher.services.principal import Principal, Scope
 from fetcher.services.records import JobRecord, JobStatus
+from fetcher.services.store_roles import JobSearchQuery
 from fetcher.settings import Settings
 from tests.unit.manager.conftest import ENC_KEY, AutoRegistry, FakePublisher, build_runtime
 from tests.unit.manager.test_http_rules import assert_error

@@ -25,7 +25,7 @@ from fetcher.adapters.messaging.rabbitmq import (
     work_queue_arguments,
 )
 from fetcher.engine.errors import ErrorCategory
-from fetcher.services.runtime_ports import Delivery, EventPublisher, WorkPublisher, WorkSource
+from fetcher.services.infrastructure import Delivery, EventPublisher, WorkPublisher, WorkSource
 from tests.integration.messaging.conftest import Names, broker_options
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ import pytest
 
 from fetcher.adapters.objectstore.s3 import CONTENT_TYPE, S3ObjectStore
 from fetcher.engine.errors import EngineError, ErrorCategory
-from fetcher.services.runtime_ports import ObjectStore
+from fetcher.services.infrastructure import ObjectStore
 from tests.integration.objectstore.conftest import make_store
 from tests.services import S3_SECRET_KEY
 

@@ -10,7 +10,7 @@ import pytest
 
 from fetcher.adapters.store.postgres import PostgresMetadataStore
 from fetcher.bootstrap import MetadataStore
-from fetcher.services.ports import ActiveDuplicateError, StoreUnavailableError
+from fetcher.services.store_roles import ActiveDuplicateError, StoreUnavailableError
 from tests.unit.store.store_contract import (
     MS,
     T0,

@@ -22,7 +22,7 @@ import pytest
 from fetcher.cli.logs import JsonFormatter
 from fetcher.crypto import REDACTED, Redactor
 from fetcher.crypto.redact import INLINE_LIMIT, LOG_REDACTED
-from fetcher.services import ssrf
+from fetcher.services.connections import ssrf
 from tests.unit.manager.conftest import Harness, h, make_harness
 from tests.unit.worker.conftest import World, world
 

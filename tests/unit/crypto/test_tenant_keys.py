@@ -18,9 +18,9 @@ from fetcher.crypto import (
     is_tenant_id,
 )
 from fetcher.crypto.keys import TENANT_CACHE_SIZE
-from fetcher.services.events import EventContext, failed_event, signed_headers
+from fetcher.services.events.job_events import EventContext, failed_event, signed_headers
+from fetcher.services.jobs.work_messages import signed_work_headers, work_message_headers
 from fetcher.services.records import JobRecord, OutboxEvent
-from fetcher.services.work_messages import signed_work_headers, work_message_headers
 from tests.unit.crypto.vectors import STORED_EMPTY_DOC
 
 TENANT_VECTORS = {

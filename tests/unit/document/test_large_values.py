@@ -30,7 +30,7 @@ from fetcher.adapters.fastjson import _VIEW_FROM_BYTES, FastRowBatch, encode_row
 from fetcher.crypto import KeySet, decrypt_object
 from fetcher.engine.document import DatasourceWriter, MemorySpool, RowBatch, dumps_document
 from fetcher.engine.kit import ROW_DEPTH
-from fetcher.services.extraction import SEAL_SLICE_BYTES, _EncryptingSink
+from fetcher.services.jobs.extraction import SEAL_SLICE_BYTES, _EncryptingSink
 
 MIB = 1024 * 1024
 #: A value wider than every threshold here.

@@ -10,9 +10,9 @@ import pytest
 
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.types import EngineType
+from fetcher.services.connections.internal_datasources import internal_connection_id
+from fetcher.services.connections.rate_limit import ConnectionTestLimiter
 from fetcher.services.errors import ApiError
-from fetcher.services.internal_datasources import internal_connection_id
-from fetcher.services.rate_limit import ConnectionTestLimiter
 from fetcher.services.records import ConnectionRecord
 from tests.unit.manager.conftest import Harness, HarnessFactory, table
 from tests.unit.manager.test_http_rules import assert_error

@@ -1,4 +1,4 @@
-"""Each cross-field connection rule (``fetcher.services.connection_rules``) yields a check and a
+"""Each cross-field connection rule (``fetcher.services.connections.rules``) yields a check and a
 schema fragment; on create bodies that vary exactly what those rules look at, the published
 ``ConnectionCreate`` schema accepts a body exactly when the validator does (``jsonschema_rs``,
 the validator schemathesis uses).
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from fetcher.engine import DEFAULT_LIMITS
 from fetcher.manager import openapi
-from fetcher.services.connection_validation import validate_connection_create
+from fetcher.services.connections.validation import validate_connection_create
 from fetcher.services.errors import ApiError
 
 PEM = "-----BEGIN CERTIFICATE-----"

@@ -9,9 +9,9 @@ import pytest
 
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.types import EngineType
-from fetcher.services.connection_editor import ConnectionEditor
-from fetcher.services.credentials import CredentialCipher
-from fetcher.services.internal_datasources import internal_connection_id
+from fetcher.services.connections.credentials import CredentialCipher
+from fetcher.services.connections.editor import ConnectionEditor
+from fetcher.services.connections.internal_datasources import internal_connection_id
 from tests.unit.manager.conftest import Harness, HarnessFactory, pg_body
 from tests.unit.manager.test_http_rules import assert_error
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fetcher.services.events import EventContext, failed_event
+from fetcher.services.events.job_events import EventContext, failed_event
 from tests.unit.manager.conftest import Harness
 from tests.unit.manager.test_http_rules import assert_error
 

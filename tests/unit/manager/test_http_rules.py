@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fetcher.manager.errors import INTERNAL_ERROR_MESSAGE
-from fetcher.services.ports import StoreUnavailableError
+from fetcher.services.store_roles import StoreUnavailableError
 from tests.unit.manager.conftest import Harness, HarnessFactory, pg_body
 
 CONNECTIONS = "/v1/management/connections"

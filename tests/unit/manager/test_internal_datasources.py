@@ -7,7 +7,10 @@ import logging
 import pytest
 
 from fetcher.engine.types import EngineType
-from fetcher.services.internal_datasources import internal_connection_id, parse_internal_datasources
+from fetcher.services.connections.internal_datasources import (
+    internal_connection_id,
+    parse_internal_datasources,
+)
 
 
 def pg_env(name: str = "LEDGER", **extra: str) -> dict[str, str]:

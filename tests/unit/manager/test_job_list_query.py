@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from fetcher.services.errors import ApiError
-from fetcher.services.job_list_query import parse_job_list
+from fetcher.services.jobs.list_query import parse_job_list
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import pytest
 
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.types import EngineType
-from fetcher.services.internal_datasources import internal_connection_id
+from fetcher.services.connections.internal_datasources import internal_connection_id
 from fetcher.services.records import JobStatus
 from tests.unit.manager.conftest import Harness, HarnessFactory
 from tests.unit.manager.test_http_rules import assert_error

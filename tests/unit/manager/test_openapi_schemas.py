@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 from fetcher.engine import DEFAULT_LIMITS, EngineError
 from fetcher.engine.kit import OPERATOR_ARITY, parse_filters
 from fetcher.manager import openapi
-from fetcher.services import shapes
-from fetcher.services.connection_validation import (
+from fetcher.services.api import shapes
+from fetcher.services.api.shapes import is_valid_host
+from fetcher.services.connections.validation import (
     validate_connection_create,
     validate_product_header,
 )
 from fetcher.services.errors import ApiError
-from fetcher.services.shapes import is_valid_host
 from tests.unit.manager.conftest import Harness, HarnessFactory
 
 C = "/v1/management/connections"

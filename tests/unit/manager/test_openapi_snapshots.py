@@ -1,7 +1,7 @@
 """``/openapi.json`` is byte-identical to the saved documents of six deployments.
 
 The request schemas are generated from the same rule objects as the validators
-(:mod:`fetcher.services.shapes`, :mod:`fetcher.services.connection_rules`); a refactoring of
+(:mod:`fetcher.services.api.shapes`, :mod:`fetcher.services.connections.rules`); a refactoring of
 those rules must not change one byte of what a deployment publishes. Each snapshot is the body
 ``GET /openapi.json`` answered, as bytes. Deployments: embedded mode (no SQLITE), embedded with
 ``SQLITE_ALLOWED_DIR`` (the SQLITE branch), manager mode with ``AUTH_MODE=none``,

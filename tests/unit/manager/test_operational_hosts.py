@@ -1,5 +1,5 @@
 """§2.10/§2.11: the Manager and the Worker's health server answer the operational routes
-through one implementation (``fetcher.services.operational``): the same status, bytes and
+through one implementation (``fetcher.services.operations.service``): the same status, bytes and
 media type, and a ``/metrics`` scrape that answers whatever the store does."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from fetcher.services.operational import Operations
+from fetcher.services.operations.service import Operations
 from fetcher.worker.health import create_health_app
 from tests.unit.manager.conftest import Harness
 
@@ -84,7 +84,7 @@ async def test_a_scrape_answers_whatever_the_store_raises(
         raise RuntimeError("pool closed: server at db.internal:5432 went away")
 
     monkeypatch.setattr(h.runtime.store, "count_unsent", failing)
-    caplog.set_level(logging.WARNING, logger="fetcher.services.operational")
+    caplog.set_level(logging.WARNING, logger="fetcher.services.operations.service")
     response = await client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")

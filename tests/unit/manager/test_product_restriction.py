@@ -22,9 +22,9 @@ from fetcher.adapters.store.sqlite import SqliteMetadataStore
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.types import EngineType
 from fetcher.manager.app import create_app
+from fetcher.services.connections.internal_datasources import internal_connection_id
 from fetcher.services.errors import ApiError
-from fetcher.services.events import EventContext, failed_event
-from fetcher.services.internal_datasources import internal_connection_id
+from fetcher.services.events.job_events import EventContext, failed_event
 from fetcher.services.principal import Principal, Scope
 from fetcher.services.records import ConnectionRecord, JobRecord
 from fetcher.settings import Settings

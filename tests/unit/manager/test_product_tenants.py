@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from fetcher.services.internal_datasources import internal_connection_id
-from fetcher.services.rate_limit import ConnectionTestLimiter
+from fetcher.services.connections.internal_datasources import internal_connection_id
+from fetcher.services.connections.rate_limit import ConnectionTestLimiter
 from tests.unit.manager.conftest import pg_body
 from tests.unit.manager.test_http_rules import assert_error
 from tests.unit.manager.test_product_restriction import (

@@ -10,7 +10,7 @@ import pytest
 
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.types import EngineType
-from fetcher.services.internal_datasources import internal_connection_id
+from fetcher.services.connections.internal_datasources import internal_connection_id
 from tests.unit.manager.conftest import Harness, HarnessFactory, pg_body, table
 
 SENTINEL = "S3NTINEL-pa55word-9f8e7d"

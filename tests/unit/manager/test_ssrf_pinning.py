@@ -1,6 +1,7 @@
 """§2.9 / §2.9.1 on the Manager's connect paths: resolve once, vet every address, pin it.
 
-DNS is simulated by replacing :func:`fetcher.services.ssrf.resolve_host`, the one function that
+DNS is simulated by replacing :func:`fetcher.services.connections.ssrf.resolve_host`, the one
+function that
 resolves a datasource host. Every path that dials a stored connection (test, schema,
 validate-schema, the job-creation live test) must block a blocked literal without resolving,
 block a name that resolves to any blocked address (IPv4-mapped IPv6 included), turn a DNS
@@ -18,8 +19,8 @@ from fetcher.adapters.sql import postgres as sql_postgres
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.types import EngineType
-from fetcher.services import ssrf
-from fetcher.services.internal_datasources import internal_connection_id
+from fetcher.services.connections import ssrf
+from fetcher.services.connections.internal_datasources import internal_connection_id
 from fetcher.services.testing import FakeDns
 from tests.unit.manager.conftest import Harness, HarnessFactory, table
 from tests.unit.manager.test_http_rules import assert_error

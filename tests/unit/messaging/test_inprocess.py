@@ -15,7 +15,7 @@ from fetcher.adapters.messaging.inprocess import (
     InProcessWorkQueue,
     PublishedEvent,
 )
-from fetcher.services.runtime_ports import Delivery, EventPublisher, WorkPublisher, WorkSource
+from fetcher.services.infrastructure import Delivery, EventPublisher, WorkPublisher, WorkSource
 
 HEADERS: dict[str, str | int] = {"jobId": "j1", "x-retry-count": 0, "t": "1700000000"}
 

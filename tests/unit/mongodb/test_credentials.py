@@ -8,13 +8,13 @@ import pytest
 
 from fetcher.engine.types import EngineType
 from fetcher.manager.errors import title_for
-from fetcher.services.connection_validation import (
+from fetcher.services.connections.internal_datasources import parse_internal_datasources
+from fetcher.services.connections.validation import (
     ConnectionInput,
     validate_connection_create,
     validate_connection_patch,
 )
 from fetcher.services.errors import ApiError
-from fetcher.services.internal_datasources import parse_internal_datasources
 
 SERVER: dict[str, Any] = {
     "embedded": False,

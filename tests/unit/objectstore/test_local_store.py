@@ -16,7 +16,7 @@ import pytest
 from fetcher.adapters.objectstore import local
 from fetcher.adapters.objectstore.local import RELEASE_WINDOW, LocalObjectStore
 from fetcher.engine.errors import EngineError, ErrorCategory
-from fetcher.services.runtime_ports import ObjectStore
+from fetcher.services.infrastructure import ObjectStore
 
 KEY = "prefix/external-data/0190a1b2-0000-7000-8000-000000000001.json"
 

@@ -12,7 +12,7 @@ from fetcher.adapters.store.sqlite import SqliteMetadataStore
 from fetcher.bootstrap import Messaging, Runtime, assemble_runtime
 from fetcher.engine.testing import FakeDatabase, FakeRegistry
 from fetcher.services.access import product_not_allowed, require_product, require_unrestricted
-from fetcher.services.connection_catalog import ListRequest
+from fetcher.services.connections.catalog import ListRequest
 from fetcher.services.errors import ApiError
 from fetcher.services.principal import ANONYMOUS, Principal, Scope
 from fetcher.services.testing import RecordingPublisher

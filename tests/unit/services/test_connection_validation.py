@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from fetcher.manager.errors import title_for
-from fetcher.services.connection_validation import (
+from fetcher.services.api.shapes import SSL_MODES, is_valid_host
+from fetcher.services.connections.sqlite_files import sqlite_location_ok
+from fetcher.services.connections.validation import (
     SQLITE_LOCATION_MESSAGE,
     ConnectionInput,
     SslInput,
@@ -20,8 +22,6 @@ from fetcher.services.connection_validation import (
     validate_connection_patch,
 )
 from fetcher.services.errors import BAD_REQUEST_MESSAGE, MISSING_FIELDS_MESSAGE, ApiError
-from fetcher.services.shapes import SSL_MODES, is_valid_host
-from fetcher.services.sqlite_files import sqlite_location_ok
 
 SERVER: dict[str, Any] = {
     "embedded": False,

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
-from fetcher.services.events import EventContext, failed_event
-from fetcher.services.feed import (
+from fetcher.services.events.feed import (
     BATCH_ROWS,
     PAGE_BYTES,
     EventFeed,
@@ -21,6 +20,7 @@ from fetcher.services.feed import (
     render_page,
     render_page_async,
 )
+from fetcher.services.events.job_events import EventContext, failed_event
 from fetcher.services.records import EventType, JobRecord, OutboxRow
 
 CTX = EventContext(source="//lerian.fetcher/test", exchange="fetcher.job.events")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.services.internal_datasources import (
+from fetcher.services.connections.internal_datasources import (
     internal_connection_id,
     parse_internal_datasources,
     parse_internal_tenants,

@@ -10,7 +10,7 @@ import pytest
 from fetcher.engine.limits import DEFAULT_LIMITS, Limits
 from fetcher.manager.errors import title_for
 from fetcher.services.errors import MISSING_FIELDS_MESSAGE, ApiError
-from fetcher.services.job_validation import ValidatedJob, validate_job_request
+from fetcher.services.jobs.validation import ValidatedJob, validate_job_request
 
 
 def _body(**data_request: Any) -> dict[str, Any]:

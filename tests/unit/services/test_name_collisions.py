@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
-from fetcher.services.name_collisions import log_name_collisions
+from fetcher.services.connections.name_collisions import log_name_collisions
 from tests.unit.store.store_contract import connection
 
 
@@ -26,7 +26,7 @@ def _errors(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "fetcher.services.name_collisions" and r.levelno == logging.ERROR
+        if r.name == "fetcher.services.connections.name_collisions" and r.levelno == logging.ERROR
     ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.services.connection_validation import validate_product_header
+from fetcher.services.connections.validation import validate_product_header
 from fetcher.services.errors import ApiError
 
 REQUIRED = "X-Product-Name header is required and must not be empty"

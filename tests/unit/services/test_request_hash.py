@@ -8,8 +8,8 @@ import pytest
 
 from fetcher.engine.limits import DEFAULT_LIMITS
 from fetcher.manager.json_body import parse_json_object
-from fetcher.services.job_validation import validate_job_request
-from fetcher.services.request_hash import canonical_request, request_hash
+from fetcher.services.jobs.request_hash import canonical_request, request_hash
+from fetcher.services.jobs.validation import validate_job_request
 
 VECTOR = "d8d0ea87a9bdf5eafa220046160870734af52bd1871419bafb93d677103e88af"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from fetcher.engine.types import DiscoveredSchema
-from fetcher.services.schema_cache import MAX_ENTRIES, SchemaCache
+from fetcher.services.connections.schema_cache import MAX_ENTRIES, SchemaCache
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SCHEMA = DiscoveredSchema(default_schema="public")

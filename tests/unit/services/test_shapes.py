@@ -1,4 +1,5 @@
-"""Each field of ``fetcher.services.shapes`` is declared once: its JSON Schema accepts exactly the
+"""Each field of ``fetcher.services.api.shapes`` is declared once: its JSON Schema accepts exactly
+the
 values its check accepts (checked with ``jsonschema_rs``, the validator schemathesis uses).
 
 U+0000 is left out of the generated text: §2.1 refuses it while parsing the body, before any
@@ -15,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fetcher.services import connection_rules, shapes
+from fetcher.services.api import shapes
+from fetcher.services.api.shapes import Field, Invalid
+from fetcher.services.connections import rules as connection_rules
 from fetcher.services.errors import ApiError
-from fetcher.services.shapes import Field, Invalid
 
 #: Letters, digits, the separators the rules name, whitespace of several kinds, non-ASCII.
 _CHARS = st.sampled_from([*"aZ9_-.$/?#;=:@ ", "\t", "\n", "\u2003", "\x85", "é", "\u3000"])

@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from fetcher.services import ssrf
-from fetcher.services.ssrf import (
+from fetcher.services.connections import ssrf
+from fetcher.services.connections.ssrf import (
     BlockedHostError,
     is_blocked_address,
     is_blocked_host_literal,

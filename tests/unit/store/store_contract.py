@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from fetcher.bootstrap import MetadataStore
-from fetcher.services.ports import ActiveDuplicateError, ConflictError
 from fetcher.services.records import (
     ConnectionQuery,
     ConnectionRecord,
@@ -25,6 +24,7 @@ from fetcher.services.records import (
     JobStatus,
     OutboxEvent,
 )
+from fetcher.services.store_roles import ActiveDuplicateError, ConflictError
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 MS = timedelta(milliseconds=1)

@@ -15,8 +15,8 @@ from dataclasses import replace
 import pytest
 
 from fetcher.bootstrap import MetadataStore
-from fetcher.services.ports import ActiveDuplicateError, ConflictError
 from fetcher.services.records import ConnectionQuery, EventType, JobRecord
+from fetcher.services.store_roles import ActiveDuplicateError, ConflictError
 from tests.unit.store.store_contract import MS, T0, complete, connection, event, job
 
 ACME = "acme"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
-from fetcher.services.ports import StoreUnavailableError
+from fetcher.services.store_roles import StoreUnavailableError
 from tests.unit.store.store_contract import connection
 
 

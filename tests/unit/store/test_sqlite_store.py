@@ -12,7 +12,7 @@ import pytest
 from fetcher.adapters.store._common import ts_text
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
 from fetcher.bootstrap import MetadataStore
-from fetcher.services.ports import StoreUnavailableError
+from fetcher.services.store_roles import StoreUnavailableError
 from tests.unit.store.store_contract import T0, StoreContract, connection
 from tests.unit.store.tenant_contract import TenantContract
 

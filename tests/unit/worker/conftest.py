@@ -16,11 +16,11 @@ from fetcher.bootstrap import Messaging, assemble_runtime
 from fetcher.crypto import KeySet
 from fetcher.engine.testing import FakeDatabase, FakeRegistry
 from fetcher.engine.types import Column, TableSchema, TypeFamily
-from fetcher.services.extraction import ExtractionService
-from fetcher.services.jobs import JobService
-from fetcher.services.outbox import OutboxRelay
+from fetcher.services.events.outbox import OutboxRelay
+from fetcher.services.jobs.extraction import ExtractionService
+from fetcher.services.jobs.reaper import StaleJobReaper
+from fetcher.services.jobs.service import JobService
 from fetcher.services.principal import ANONYMOUS
-from fetcher.services.reaper import StaleJobReaper
 from fetcher.services.records import ConnectionRecord
 from fetcher.services.testing import RecordingPublisher
 from fetcher.services.timeutil import SystemClock, new_id

@@ -27,8 +27,8 @@ from fetcher.engine.model import ConnectionDescriptor
 from fetcher.engine.ports import Row, TableQuery
 from fetcher.engine.testing import FakeConnector, FakeDatabase
 from fetcher.engine.types import Column, EngineType, TableSchema, TypeFamily
-from fetcher.services.extraction import ExtractionService
-from fetcher.services.runtime_ports import ObjectWriter
+from fetcher.services.infrastructure import ObjectWriter
+from fetcher.services.jobs.extraction import ExtractionService
 from fetcher.services.timeutil import SystemClock
 from tests.unit.worker.conftest import World
 

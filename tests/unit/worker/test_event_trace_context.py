@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.trace import SpanKind
 
 from fetcher.services.errors import ApiError
-from fetcher.services.events import event_trace_headers
+from fetcher.services.events.job_events import event_trace_headers
 from fetcher.services.records import OutboxEvent
 from fetcher.services.tracing import span
 from tests.spans import recording

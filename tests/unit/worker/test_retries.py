@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from fetcher.crypto import sign_message
-from fetcher.services.ports import StoreUnavailableError
+from fetcher.services.store_roles import StoreUnavailableError
 from fetcher.worker import handlers
 from tests.unit.worker.conftest import QUEUE, FakeDelivery, World
 

@@ -16,7 +16,7 @@ import pytest
 from fetcher.engine import ConnectionDescriptor, Engine
 from fetcher.engine.testing import FakeConnector, FakeDatabase, FakeRegistry
 from fetcher.engine.types import EngineType
-from fetcher.services import ssrf
+from fetcher.services.connections import ssrf
 from fetcher.services.testing import FakeDns
 from tests.unit.worker.conftest import ACCOUNTS, World
 

@@ -10,8 +10,8 @@ import pytest
 
 from fetcher.crypto import decrypt_object, hmac_hex, sign_message, verify_message
 from fetcher.services.errors import ApiError
+from fetcher.services.jobs.reaper import NOT_PROCESSED
 from fetcher.services.principal import ANONYMOUS
-from fetcher.services.reaper import NOT_PROCESSED
 from fetcher.services.timeutil import SystemClock
 from tests.unit.worker.conftest import EXCHANGE, QUEUE, FakeDelivery, World
 

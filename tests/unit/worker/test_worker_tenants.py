@@ -19,14 +19,14 @@ from fetcher.consumer.errors import BadSignatureError
 from fetcher.crypto import DecryptionError, decrypt_object, hmac_hex, sign_message
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.types import EngineType
-from fetcher.services.ports import StoreUnavailableError
-from fetcher.services.records import ConnectionRecord, JobRecord
-from fetcher.services.timeutil import SystemClock, new_id
-from fetcher.services.work_messages import (
+from fetcher.services.jobs.work_messages import (
     signed_work_headers,
     work_message_body,
     work_message_headers,
 )
+from fetcher.services.records import ConnectionRecord, JobRecord
+from fetcher.services.store_roles import StoreUnavailableError
+from fetcher.services.timeutil import SystemClock, new_id
 from tests.unit.worker.conftest import EXCHANGE, MASTER, QUEUE, FakeDelivery, World
 
 MAPPED = {"pg": {"public.accounts": ["id", "balance"]}}

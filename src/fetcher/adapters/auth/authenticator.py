@@ -30,8 +30,8 @@ from fetcher.adapters.auth.claims import InvalidToken, principal_from_claims
 from fetcher.adapters.auth.keys import JWKS_ALGORITHMS, SECRET_ALGORITHM, KeyRing
 from fetcher.adapters.auth.verifier import TokenVerifier, UnknownKey
 from fetcher.services.errors import ApiError
+from fetcher.services.infrastructure import HeaderCarrier, RequestHeaders
 from fetcher.services.principal import Principal
-from fetcher.services.runtime_ports import HeaderCarrier, RequestHeaders
 
 __all__ = [
     "UNAUTHORIZED_MESSAGE",

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fetcher.crypto import is_tenant_id
-from fetcher.services.connection_validation import validate_product_header
+from fetcher.services.connections.validation import validate_product_header
 from fetcher.services.errors import ApiError
 from fetcher.services.principal import SINGLE_TENANT, Principal
 

@@ -21,7 +21,7 @@ from types import MappingProxyType, TracebackType
 from typing import NamedTuple
 
 from fetcher.adapters.messaging._queues import get_or_stop
-from fetcher.services.runtime_ports import Delivery
+from fetcher.services.infrastructure import Delivery
 
 __all__ = [
     "DEAD_LETTER_LIMIT",

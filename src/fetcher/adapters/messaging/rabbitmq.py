@@ -33,7 +33,7 @@ from fetcher.adapters.messaging._queues import get_or_stop
 from fetcher.crypto import REDACTED, Redactor
 from fetcher.engine import EngineError, ErrorCategory
 from fetcher.lifecycle import AsyncResource
-from fetcher.services.runtime_ports import Delivery
+from fetcher.services.infrastructure import Delivery
 
 __all__ = [
     "BrokerError",

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from fetcher.engine import EngineError, ErrorCategory
-from fetcher.services.runtime_ports import ObjectWriter
+from fetcher.services.infrastructure import ObjectWriter
 
 __all__ = ["LocalObjectStore", "create_private_file", "make_private_dirs", "map_local_errors"]
 

@@ -28,7 +28,7 @@ from typing import Any
 from fetcher.crypto import Redactor
 from fetcher.engine import EngineError, ErrorCategory
 from fetcher.lifecycle import AsyncResource
-from fetcher.services.runtime_ports import ObjectWriter
+from fetcher.services.infrastructure import ObjectWriter
 
 __all__ = ["CONTENT_TYPE", "MIN_PART_SIZE", "S3ObjectStore", "map_s3_errors"]
 

@@ -1,6 +1,6 @@
 """The metadata store's methods, written once over a dialect and a driver.
 
-:class:`SqlMetadataStore` implements every store role of :mod:`fetcher.services.ports` (all
+:class:`SqlMetadataStore` implements every store role of :mod:`fetcher.services.store_roles` (all
 of them together are :class:`fetcher.bootstrap.MetadataStore`) from the shared statements
 (:mod:`._statements`) and row mapping (:mod:`._common`). A backend subclass supplies its
 :class:`~._dialect.Dialect`, its lifecycle, and two driver hooks: :meth:`_transact` runs a
@@ -35,7 +35,6 @@ from fetcher.adapters.store._program import (
 )
 from fetcher.adapters.store.job_search import search_statement
 from fetcher.lifecycle import AsyncResource
-from fetcher.services.ports import JobSearchQuery, StoreError
 from fetcher.services.records import (
     ConnectionQuery,
     ConnectionRecord,
@@ -45,6 +44,7 @@ from fetcher.services.records import (
     OutboxEvent,
     OutboxRow,
 )
+from fetcher.services.store_roles import JobSearchQuery, StoreError
 
 __all__ = ["SqlMetadataStore", "StepRunner"]
 
@@ -268,7 +268,7 @@ class SqlMetadataStore(AsyncResource):
         return self._jobs(await self._rows(q.jobs_with_status(status)))
 
     async def search_jobs(self, query: JobSearchQuery) -> list[JobRecord]:
-        """``GET /v1/fetcher``'s page (:class:`~fetcher.services.ports.JobSearch`)."""
+        """``GET /v1/fetcher``'s page (:class:`~fetcher.services.store_roles.JobSearch`)."""
         return self._jobs(await self._rows(search_statement(query, self.dialect)))
 
     # -- outbox and feed -----------------------------------------------------------------------

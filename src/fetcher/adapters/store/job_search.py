@@ -1,6 +1,7 @@
 """The job list queries of both metadata stores (``GET /v1/fetcher``, issue 21).
 
-One WHERE clause for both dialects, built from :class:`~fetcher.services.ports.JobSearchQuery`:
+One WHERE clause for both dialects, built from
+:class:`~fetcher.services.store_roles.JobSearchQuery`:
 the tenant (§12.5), statuses, products (§12.4 and ``X-Product-Name``), a stored connection
 (``job_connections``, filled by a trigger of migration 0003 from ``connection_ids_json``, and
 then the page's source), an internal datasource (``job_datasources``), a creation window, and
@@ -29,7 +30,7 @@ from typing import Any
 from fetcher.adapters.store import _common as c
 from fetcher.adapters.store._dialect import Dialect
 from fetcher.adapters.store._program import Statement
-from fetcher.services.ports import JobSearchQuery
+from fetcher.services.store_roles import JobSearchQuery
 
 __all__ = ["search_statement"]
 

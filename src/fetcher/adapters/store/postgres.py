@@ -28,7 +28,7 @@ from fetcher.adapters.store import _common as c
 from fetcher.adapters.store import _program as p
 from fetcher.adapters.store._dialect import Dialect, pyformat
 from fetcher.adapters.store._sql_store import SqlMetadataStore, StepRunner
-from fetcher.services.ports import (
+from fetcher.services.store_roles import (
     ActiveDuplicateError,
     ConflictError,
     StoreError,
@@ -133,7 +133,7 @@ async def _execute(conn: Conn, step: p.Step) -> p.Result:
 
 
 class PostgresMetadataStore(SqlMetadataStore):
-    """The :class:`~fetcher.services.ports.MetadataStore` on PostgreSQL."""
+    """The :class:`~fetcher.services.store_roles.MetadataStore` on PostgreSQL."""
 
     dialect = POSTGRES
 

@@ -28,7 +28,7 @@ from fetcher.adapters.store import _common as c
 from fetcher.adapters.store import _program as p
 from fetcher.adapters.store._dialect import Dialect
 from fetcher.adapters.store._sql_store import SqlMetadataStore, StepRunner
-from fetcher.services.ports import (
+from fetcher.services.store_roles import (
     ActiveDuplicateError,
     ConflictError,
     StoreError,
@@ -125,7 +125,7 @@ def _in_transaction(conn: sqlite3.Connection, program: p.Program[T], tx: p.Tx) -
 
 
 class SqliteMetadataStore(SqlMetadataStore):
-    """The :class:`~fetcher.services.ports.MetadataStore` on one SQLite file."""
+    """The :class:`~fetcher.services.store_roles.MetadataStore` on one SQLite file."""
 
     dialect = SQLITE
 

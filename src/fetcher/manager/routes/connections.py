@@ -32,14 +32,14 @@ from fetcher.manager.openapi import (
 )
 from fetcher.manager.responses import json_response
 from fetcher.services.access import require_product, require_unrestricted
-from fetcher.services.connection_records import connection_response
-from fetcher.services.responses import (
+from fetcher.services.api.response_models import (
     ConnectionPage,
     ConnectionResponse,
     SchemaResponse,
     TestResult,
     ValidateSchemaSuccess,
 )
+from fetcher.services.connections.stored import connection_response
 
 __all__ = ["router"]
 

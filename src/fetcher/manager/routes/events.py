@@ -8,8 +8,8 @@ from starlette.responses import Response
 from fetcher.manager.auth import EventsRead
 from fetcher.manager.deps import RuntimeDep, parse_feed_query
 from fetcher.manager.openapi import error_responses, feed_parameters
-from fetcher.services.feed import render_page_async
-from fetcher.services.responses import FeedPage
+from fetcher.services.api.response_models import FeedPage
+from fetcher.services.events.feed import render_page_async
 
 __all__ = ["router"]
 

@@ -17,9 +17,9 @@ from fetcher.manager.job_list_doc import JOB_LIST_DESCRIPTION
 from fetcher.manager.openapi import JOB_ID, error_responses, json_request_body
 from fetcher.manager.responses import json_response
 from fetcher.services.access import require_product
-from fetcher.services.job_list import JobPage
-from fetcher.services.job_list_query import parse_job_list
-from fetcher.services.responses import JobAccepted, JobResponse
+from fetcher.services.api.response_models import JobAccepted, JobResponse
+from fetcher.services.jobs.list_query import parse_job_list
+from fetcher.services.jobs.listing import JobPage
 
 __all__ = ["router"]
 

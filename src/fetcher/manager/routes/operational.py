@@ -1,6 +1,6 @@
 """Operational routes (contract §2.10, §2.11): health, readiness, metrics and version.
 
-The behaviour is :class:`fetcher.services.operational.Operations`, shared with the Worker's
+The behaviour is :class:`fetcher.services.operations.service.Operations`, shared with the Worker's
 health server; this module only routes and documents the routes in the OpenAPI document.
 """
 
@@ -11,8 +11,8 @@ from starlette.responses import Response
 
 from fetcher.manager.deps import RuntimeDep
 from fetcher.manager.openapi import error_responses, parameter
-from fetcher.services.operational import Operations, Reply
-from fetcher.services.responses import ErrorBody, HealthBody, ReadyzBody, VersionBody
+from fetcher.services.api.response_models import ErrorBody, HealthBody, ReadyzBody, VersionBody
+from fetcher.services.operations.service import Operations, Reply
 
 __all__ = ["router"]
 

@@ -32,16 +32,21 @@ from fetcher.engine import (
     ExtractionResult,
 )
 from fetcher.engine.kit import parse_filters
-from fetcher.services.connection_records import descriptor_from_record
-from fetcher.services.credentials import CredentialCipher, CredentialError
-from fetcher.services.events import CompletedResult, EventContext, completed_event, failed_event
-from fetcher.services.internal_datasources import visible_internal
+from fetcher.services.connections.credentials import CredentialCipher, CredentialError
+from fetcher.services.connections.internal_datasources import visible_internal
+from fetcher.services.connections.ssrf import BlockedHostError, HostResolutionError, pin_descriptor
+from fetcher.services.connections.stored import descriptor_from_record
+from fetcher.services.events.job_events import (
+    CompletedResult,
+    EventContext,
+    completed_event,
+    failed_event,
+)
+from fetcher.services.infrastructure import ObjectStore, ObjectWriter
 from fetcher.services.log_context import bind_log_context, id_list, log_context
 from fetcher.services.metrics import Metrics
-from fetcher.services.ports import ConnectionLookup, JobStore
 from fetcher.services.records import JobRecord
-from fetcher.services.runtime_ports import ObjectStore, ObjectWriter
-from fetcher.services.ssrf import BlockedHostError, HostResolutionError, pin_descriptor
+from fetcher.services.store_roles import ConnectionLookup, JobStore
 from fetcher.services.timeutil import SystemClock
 from fetcher.services.tracing import current_span, mark_failed, span, with_trace_context
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from fetcher.services.errors import ApiError
-from fetcher.services.job_list_query import JobListRequest
+from fetcher.services.jobs.list_query import JobListRequest
 
 __all__ = ["CURSOR_INVALID", "CursorCodec", "cursor_key"]
 

@@ -3,7 +3,8 @@
 :class:`SchemaInspector` serves fresh discovery of one connection (no cache, 502 FET-1041 /
 FET-1042 on failure) and validate-schema, which checks each requested datasource's tables and
 fields through the tenant's §2.7 cache entries. The pure rules live in
-:mod:`fetcher.services.connection_schema` and :mod:`fetcher.services.schema_discovery`.
+:mod:`fetcher.services.connections.schema_requests` and
+:mod:`fetcher.services.connections.schema_discovery`.
 """
 
 from __future__ import annotations
@@ -12,19 +13,19 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fetcher.services import connection_schema as rules
-from fetcher.services.connection_dialer import ConnectFailed, ConnectionDialer, DiscoveryFailed
-from fetcher.services.connection_directory import ConnectionDirectory, Target
-from fetcher.services.connection_probe import TEST_FAILURE_MESSAGE
-from fetcher.services.errors import ApiError
-from fetcher.services.principal import Principal
-from fetcher.services.schema_cache import SchemaCache
-from fetcher.services.schema_discovery import (
+from fetcher.services.connections import schema_requests as rules
+from fetcher.services.connections.dialer import ConnectFailed, ConnectionDialer, DiscoveryFailed
+from fetcher.services.connections.directory import ConnectionDirectory, Target
+from fetcher.services.connections.schema_cache import SchemaCache
+from fetcher.services.connections.schema_discovery import (
     datasource_errors,
     requested_scope,
     schema_body,
     schema_scope,
 )
+from fetcher.services.connections.tester import TEST_FAILURE_MESSAGE
+from fetcher.services.errors import ApiError
+from fetcher.services.principal import Principal
 
 __all__ = ["SCHEMA_DISCOVERY_MESSAGE", "SchemaInspector"]
 

@@ -12,16 +12,16 @@ import time
 from dataclasses import dataclass, field
 
 from fetcher.engine import EngineError
-from fetcher.services.connection_dialer import (
+from fetcher.services.api.response_models import TestResult, shape
+from fetcher.services.connections.dialer import (
     CONNECT_TIMEOUT_SECONDS,
     ConnectFailed,
     ConnectionDialer,
 )
-from fetcher.services.connection_directory import ConnectionDirectory, Target
+from fetcher.services.connections.directory import ConnectionDirectory, Target
+from fetcher.services.connections.rate_limit import ConnectionTestLimiter
 from fetcher.services.principal import Principal
-from fetcher.services.rate_limit import ConnectionTestLimiter
 from fetcher.services.records import ConnectionRecord
-from fetcher.services.responses import TestResult, shape
 
 __all__ = ["TEST_FAILURE_MESSAGE", "ConnectionTester"]
 

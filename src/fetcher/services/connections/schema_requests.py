@@ -3,7 +3,8 @@
 * :func:`parse_schemas_param`: the ``schemas`` query parameter of ``GET …/schema``.
 * :func:`check_validation_body`: the §2.6.9 body checks, in the contract's order.
 
-The discovery rules these routes then apply are in :mod:`fetcher.services.schema_discovery`.
+The discovery rules these routes then apply are in
+:mod:`fetcher.services.connections.schema_discovery`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import cast
 
 from fetcher.engine.kit import VALIDATION_COUNTS, MappedFieldsChecks, first_mapped_fields_problem
-from fetcher.services.errors import (
-    ApiError,
-    invalid_data_request,
-    missing_fields,
-)
-from fetcher.services.shapes import (
+from fetcher.services.api.shapes import (
     MAX_VALIDATION_DATASOURCES,
     MAX_VALIDATION_FIELDS,
     MAX_VALIDATION_TABLES,
@@ -27,6 +23,11 @@ from fetcher.services.shapes import (
     name_problem,
     reject_unknown_fields,
     wildcard_problem,
+)
+from fetcher.services.errors import (
+    ApiError,
+    invalid_data_request,
+    missing_fields,
 )
 
 __all__ = [
@@ -48,7 +49,7 @@ ValidationTables = Mapping[str, Mapping[str, Sequence[str]]]
 
 
 def parse_schemas_param(raw: str | None) -> list[str] | None:
-    """``schemas`` (:data:`~fetcher.services.shapes.SCHEMAS_PARAM`), else ``400 FET-0405``."""
+    """``schemas`` (:data:`~fetcher.services.api.shapes.SCHEMAS_PARAM`), else ``400 FET-0405``."""
     if raw is None:
         return None
     try:

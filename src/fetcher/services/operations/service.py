@@ -7,7 +7,8 @@ module lives below both hosts (the hosts never import one another) and knows no 
 
 * ``GET /health``: ``200 {"status":"healthy"}`` once startup finished, else
   ``503 {"status":"unhealthy","reason":"starting"}``; never checks a dependency.
-* ``GET /readyz``: the §2.10 report of :func:`~fetcher.services.readiness.readiness_report`.
+* ``GET /readyz``: the §2.10 report of
+  :func:`~fetcher.services.operations.readiness.readiness_report`.
 * ``GET /readyz/tenant/{id}``: single-tenant mode, always ``400 FET-1080``; multi-tenant mode
   (§12.5), an ID matching the tenant pattern gets the ``/readyz`` answer plus ``"tenant"``,
   any other ``404 FET-1081`` ``tenant not found``. Tenants are not registered anywhere (a
@@ -37,7 +38,11 @@ from fetcher.crypto import Redactor, is_tenant_id
 from fetcher.crypto.redact import LOG_REDACTED
 from fetcher.services.jsontext import compact_json
 from fetcher.services.metrics import Metrics
-from fetcher.services.readiness import CHECK_BUDGET_SECONDS, ReadinessProbe, readiness_report
+from fetcher.services.operations.readiness import (
+    CHECK_BUDGET_SECONDS,
+    ReadinessProbe,
+    readiness_report,
+)
 
 __all__ = [
     "JSON",

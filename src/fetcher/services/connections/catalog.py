@@ -14,11 +14,11 @@ from datetime import datetime
 
 from fetcher.engine import ConnectionDescriptor
 from fetcher.services.access import require_product, require_unrestricted
-from fetcher.services.connection_directory import ConnectionDirectory
-from fetcher.services.connection_records import connection_response, internal_response
-from fetcher.services.ports import ConnectionStore
+from fetcher.services.connections.directory import ConnectionDirectory
+from fetcher.services.connections.stored import connection_response, internal_response
 from fetcher.services.principal import Principal
 from fetcher.services.records import ConnectionQuery, SortOrder
+from fetcher.services.store_roles import ConnectionStore
 
 __all__ = ["ConnectionCatalog", "ListRequest"]
 

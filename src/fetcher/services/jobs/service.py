@@ -19,19 +19,20 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from fetcher.engine import Limits
-from fetcher.services.connection_directory import ConnectionDirectory, not_found
-from fetcher.services.connection_probe import ConnectionTester
+from fetcher.services.api.response_models import JobAccepted, JobResponse, shape
+from fetcher.services.connections.directory import ConnectionDirectory, not_found
+from fetcher.services.connections.tester import ConnectionTester
 from fetcher.services.errors import ApiError
-from fetcher.services.events import EventContext, failed_event
-from fetcher.services.job_validation import ValidatedJob, validate_job_request
+from fetcher.services.events.job_events import EventContext, failed_event
+from fetcher.services.infrastructure import WorkPublisher
+from fetcher.services.jobs.validation import ValidatedJob, validate_job_request
+from fetcher.services.jobs.work_messages import work_message_body, work_message_headers
 from fetcher.services.jsontext import compact_json
 from fetcher.services.log_context import bind_log_context, id_list
 from fetcher.services.metrics import Metrics
-from fetcher.services.ports import ActiveDuplicateError, JobStore
 from fetcher.services.principal import Principal
 from fetcher.services.records import ConnectionRecord, JobRecord, normalized_source
-from fetcher.services.responses import JobAccepted, JobResponse, shape
-from fetcher.services.runtime_ports import WorkPublisher
+from fetcher.services.store_roles import ActiveDuplicateError, JobStore
 from fetcher.services.timeutil import SystemClock, format_ms, new_id
 from fetcher.services.tracing import (
     DB_SYSTEM,
@@ -40,7 +41,6 @@ from fetcher.services.tracing import (
     trace_headers,
     with_trace_context,
 )
-from fetcher.services.work_messages import work_message_body, work_message_headers
 
 __all__ = ["JobService", "job_response"]
 

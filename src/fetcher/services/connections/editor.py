@@ -2,7 +2,7 @@
 
 :class:`ConnectionEditor` creates, PATCHes, soft-deletes and assigns stored connections once
 the host has parsed the path, header and body. Create and PATCH share one validation path and
-one record merge (:mod:`fetcher.services.connection_records`); internal datasources are
+one record merge (:mod:`fetcher.services.connections.stored`); internal datasources are
 read-only (``409 FET-0004``); a connection with active jobs is neither changed nor deleted
 (``409 FET-1021``); PATCH and DELETE drop the §2.7 cache entries of the names involved.
 """
@@ -14,27 +14,27 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from fetcher.services.access import require_product, require_unrestricted
-from fetcher.services.connection_directory import ConnectionDirectory, not_found
-from fetcher.services.connection_records import (
+from fetcher.services.connections.credentials import CredentialCipher
+from fetcher.services.connections.directory import ConnectionDirectory, not_found
+from fetcher.services.connections.schema_cache import SchemaCache
+from fetcher.services.connections.sqlite_files import SqlitePolicy
+from fetcher.services.connections.ssrf import is_blocked_host_literal
+from fetcher.services.connections.stored import (
     check_retarget,
     connection_response,
     merged_record,
     stored_input,
 )
-from fetcher.services.connection_validation import (
+from fetcher.services.connections.validation import (
     ConnectionInput,
     check_connection_fields,
     validate_connection_create,
     validate_connection_patch,
 )
-from fetcher.services.credentials import CredentialCipher
 from fetcher.services.errors import EMPTY_BODY_MESSAGE, ApiError, forbidden_host, invalid_payload
-from fetcher.services.ports import ConflictError, ConnectionStore
 from fetcher.services.principal import Principal
 from fetcher.services.records import ConnectionRecord
-from fetcher.services.schema_cache import SchemaCache
-from fetcher.services.sqlite_files import SqlitePolicy
-from fetcher.services.ssrf import is_blocked_host_literal
+from fetcher.services.store_roles import ConflictError, ConnectionStore
 from fetcher.services.timeutil import SystemClock, new_id
 
 __all__ = ["ConnectionEditor"]

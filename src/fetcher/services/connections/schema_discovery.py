@@ -7,8 +7,9 @@ table-name rules (``fetcher.engine.names``):
 * :func:`requested_scope` and :func:`datasource_errors`: the scope validate-schema discovers for
   one datasource, and its ``TABLE_NOT_FOUND``/``FIELD_NOT_FOUND`` entries in request order.
 
-No I/O happens here; :class:`~fetcher.services.schema_inspection.SchemaInspector` connects
-(through the :class:`~fetcher.services.connection_dialer.ConnectionDialer`), discovers and
+No I/O happens here; :class:`~fetcher.services.connections.schema_inspection.SchemaInspector`
+connects
+(through the :class:`~fetcher.services.connections.dialer.ConnectionDialer`), discovers and
 caches.
 """
 
@@ -30,7 +31,7 @@ from fetcher.engine.kit import (
     parse_table_key,
     static_default_schema,
 )
-from fetcher.services.responses import SchemaResponse, shape
+from fetcher.services.api.response_models import SchemaResponse, shape
 
 __all__ = ["datasource_errors", "requested_scope", "schema_body", "schema_scope"]
 

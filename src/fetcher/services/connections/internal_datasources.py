@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl
 from fetcher.crypto import TENANT_PATTERN_TEXT, is_tenant_id
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.kit import EngineType, TlsSettings
-from fetcher.services.shapes import (
+from fetcher.services.api.shapes import (
     CONFIG_NAME,
     RESERVED_METADATA,
     RESERVED_VALUE,

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from fetcher.crypto import KeySet
-from fetcher.services.events import event_trace_headers, signed_headers
+from fetcher.services.events.job_events import event_trace_headers, signed_headers
+from fetcher.services.infrastructure import EventPublisher
 from fetcher.services.metrics import Metrics
-from fetcher.services.ports import Outbox
 from fetcher.services.records import OutboxEvent, OutboxRow
-from fetcher.services.runtime_ports import EventPublisher
+from fetcher.services.store_roles import Outbox
 from fetcher.services.timeutil import SystemClock
 from fetcher.services.tracing import AttributeValue, SpanKind, extracted_context, span
 

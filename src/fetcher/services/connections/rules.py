@@ -1,9 +1,9 @@
 """The cross-field and per-type connection rules (contract §2.5, §2.6.5), each stated once.
 
-A rule is one object: the check the validator (:mod:`fetcher.services.connection_validation`)
+A rule is one object: the check the validator (:mod:`fetcher.services.connections.validation`)
 runs at its step of the §2.5 pipeline, with the exact message and ``fields`` path, and the JSON
 Schema fragment ``/openapi.json`` publishes for it (:mod:`fetcher.manager.openapi`). Which types
-a rule applies to is a column of :data:`~fetcher.services.shapes.TYPES`; only these objects read
+a rule applies to is a column of :data:`~fetcher.services.api.shapes.TYPES`; only these objects read
 those columns, never a type name.
 
 * :data:`PEM_PAIR`: ``ssl.cert`` and ``ssl.key`` are given together.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from fetcher.services.shapes import (
+from fetcher.services.api.shapes import (
     CONNECTION_FIELDS,
     NULLABLE_FIELDS,
     RESERVED_METADATA,

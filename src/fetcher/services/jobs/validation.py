@@ -24,16 +24,7 @@ from fetcher.engine.kit import (
     parse_filters,
 )
 from fetcher.services.access import require_product
-from fetcher.services.errors import (
-    ApiError,
-    Title,
-    invalid_data_request,
-    invalid_filter_references,
-    missing_fields,
-)
-from fetcher.services.principal import ANONYMOUS, Principal
-from fetcher.services.request_hash import canonical_request, request_hash
-from fetcher.services.shapes import (
+from fetcher.services.api.shapes import (
     MAX_FIELD_NAME,
     MAX_TABLE_NAME,
     SOURCE,
@@ -46,6 +37,15 @@ from fetcher.services.shapes import (
     reject_unknown_fields,
     wildcard_problem,
 )
+from fetcher.services.errors import (
+    ApiError,
+    Title,
+    invalid_data_request,
+    invalid_filter_references,
+    missing_fields,
+)
+from fetcher.services.jobs.request_hash import canonical_request, request_hash
+from fetcher.services.principal import ANONYMOUS, Principal
 
 __all__ = ["MappedFields", "ValidatedJob", "validate_job_request"]
 

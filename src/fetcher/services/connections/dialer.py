@@ -18,12 +18,16 @@ from fetcher.crypto import Redactor
 from fetcher.crypto.redact import LOG_REDACTED
 from fetcher.engine import ConnectionDescriptor, Connector, ConnectorRegistry, EngineError
 from fetcher.engine.kit import DiscoveredSchema, EngineType
-from fetcher.services.connection_directory import Target
-from fetcher.services.connection_records import descriptor_from_record
-from fetcher.services.credentials import CredentialCipher, CredentialError
+from fetcher.services.connections.credentials import CredentialCipher, CredentialError
+from fetcher.services.connections.directory import Target
+from fetcher.services.connections.sqlite_files import SqlitePolicy
+from fetcher.services.connections.ssrf import (
+    BlockedHostError,
+    HostResolutionError,
+    vet_host_addresses,
+)
+from fetcher.services.connections.stored import descriptor_from_record
 from fetcher.services.errors import forbidden_host
-from fetcher.services.sqlite_files import SqlitePolicy
-from fetcher.services.ssrf import BlockedHostError, HostResolutionError, vet_host_addresses
 
 __all__ = [
     "CONNECT_TIMEOUT_SECONDS",
@@ -35,7 +39,7 @@ __all__ = [
 
 #: The logger of the connection use cases: each line keeps its ``logger`` field (§8.7 logs)
 #: as it was before they were split into modules.
-log = logging.getLogger("fetcher.services.connections")
+log = logging.getLogger("fetcher.services.connections.use_cases")
 
 CONNECT_TIMEOUT_SECONDS = 10
 DISCOVERY_TIMEOUT_SECONDS = 30
@@ -108,7 +112,8 @@ class ConnectionDialer:
 
     @staticmethod
     async def _predial(host: str, port: int | None) -> tuple[str, ...]:
-        """§2.9 pre-dial through :func:`~fetcher.services.ssrf.vet_host`: a blocked host →
+        """§2.9 pre-dial through :func:`~fetcher.services.connections.ssrf.vet_host`: a blocked
+        host →
         ``400 FET-0414``; a DNS failure → :class:`ConnectFailed`. Returns every vetted address,
         the one to pin first."""
         try:

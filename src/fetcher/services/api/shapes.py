@@ -5,9 +5,9 @@ Every field is declared once, as a :class:`Field`: its check, raising :class:`In
 exact §2.5 message the services put into ``fields``, and the JSON Schema that ``/openapi.json``
 publishes for it, both built from the same constants below. What differs per connection type is
 one :class:`TypeRules` row of :data:`TYPES`, read by the cross-field rule objects of
-:mod:`fetcher.services.connection_rules`; the metadata rules are one table with their schema.
-The services (:mod:`fetcher.services.connection_validation`,
-:mod:`fetcher.services.job_validation`) run the checks in the contract's order;
+:mod:`fetcher.services.connections.rules`; the metadata rules are one table with their schema.
+The services (:mod:`fetcher.services.connections.validation`,
+:mod:`fetcher.services.jobs.validation`) run the checks in the contract's order;
 :mod:`fetcher.manager.openapi` assembles the schemas into the request bodies and parameters. The
 hypothesis agreement tests and the schemathesis run hold each check and its schema together.
 
@@ -25,7 +25,7 @@ from datetime import date
 from typing import Any, Generic, Literal, TypeGuard, TypeVar, cast, get_args
 
 from fetcher.services.errors import ApiError, unexpected_fields
-from fetcher.services.feed import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
+from fetcher.services.limits import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.records import EventType
 
 Schema = dict[str, Any]
@@ -43,7 +43,7 @@ SQLITE = "SQLITE"
 class TypeRules:
     """What §2.5 and §11.2 say of one ``type``; the validator's branch decisions and the
     per-type ``/openapi.json`` body both read this table (through the rule objects of
-    :mod:`fetcher.services.connection_rules`), never the type names."""
+    :mod:`fetcher.services.connections.rules`), never the type names."""
 
     #: §11.2 TLS vocabulary, in table order (``""`` or absent selects the off row).
     ssl_modes: tuple[str, ...] = ()

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fetcher.services.api.shapes import ConnectionType
 from fetcher.services.records import JobStatus
-from fetcher.services.shapes import ConnectionType
 
 MetadataValue = str | int | float | bool | None
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from fetcher.services.ports import ConnectionLookup
+from fetcher.services.store_roles import ConnectionLookup
 
 __all__ = ["log_name_collisions"]
 

@@ -10,7 +10,7 @@ over ``MAX_PAGINATION_LIMIT``), ``FET-0408`` (a date), ``FET-0409`` (``createdTo
 
 Order: unknown and repeated parameters (in request order), then ``status``, ``connectionId``,
 ``createdFrom``, ``createdTo``, the window, ``limit``, ``cursor`` (its form only; its signature
-is checked against the tenant and filters by :mod:`fetcher.services.job_cursor`).
+is checked against the tenant and filters by :mod:`fetcher.services.jobs.cursor`).
 
 ``status`` is one or more of the four states, lower-case, comma-separated (no spaces).
 Dates follow the connection list's ``startDate``/``endDate`` (the same ``YYYY-MM-DD`` pattern,
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, NoReturn, cast, get_args
 
-from fetcher.services import shapes
+from fetcher.services.api import shapes
 from fetcher.services.errors import ApiError
 from fetcher.services.records import JobStatus
 from fetcher.services.timeutil import truncate_ms
@@ -64,7 +64,7 @@ DATE_TIME = f"{_DATE}[Tt]{_HMS}(?:\\.[0-9]+)?(?:[Zz]|[+-][0-9]{{2}}:[0-9]{{2}})"
 DATE = _DATE
 #: ``status``: lower-case states, comma-separated, no spaces.
 STATUS_PATTERN = "(?:{0})(?:,(?:{0}))*".format("|".join(JOB_STATUSES))
-#: ``<position>.<tag>`` in base64url (:mod:`fetcher.services.job_cursor`).
+#: ``<position>.<tag>`` in base64url (:mod:`fetcher.services.jobs.cursor`).
 CURSOR_PATTERN = f"[A-Za-z0-9_-]{{1,{MAX_CURSOR_LENGTH - 23}}}\\.[A-Za-z0-9_-]{{22}}"
 _UUID = re.compile(shapes.UUID_PATTERN)
 STATUS_MESSAGE = "status must be one or more of " + ", ".join(JOB_STATUSES) + " (comma-separated)"

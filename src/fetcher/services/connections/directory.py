@@ -14,11 +14,14 @@ from datetime import datetime
 
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.kit import EngineType
+from fetcher.services.connections.internal_datasources import (
+    internal_connection_id,
+    visible_internal,
+)
 from fetcher.services.errors import ApiError
-from fetcher.services.internal_datasources import internal_connection_id, visible_internal
-from fetcher.services.ports import ConnectionLookup
 from fetcher.services.principal import Principal
 from fetcher.services.records import ConnectionRecord
+from fetcher.services.store_roles import ConnectionLookup
 from fetcher.services.timeutil import SystemClock
 
 __all__ = ["ConnectionDirectory", "Target", "not_found"]

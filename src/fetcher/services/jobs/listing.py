@@ -19,15 +19,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from fetcher.services.connection_directory import ConnectionDirectory
-from fetcher.services.internal_datasources import internal_connection_id
-from fetcher.services.job_cursor import CursorCodec
-from fetcher.services.job_list_query import JobListRequest
-from fetcher.services.jobs import job_response
-from fetcher.services.ports import JobSearch, JobSearchQuery
+from fetcher.services.api.response_models import JobResponse
+from fetcher.services.connections.directory import ConnectionDirectory
+from fetcher.services.connections.internal_datasources import internal_connection_id
+from fetcher.services.jobs.cursor import CursorCodec
+from fetcher.services.jobs.list_query import JobListRequest
+from fetcher.services.jobs.service import job_response
 from fetcher.services.principal import Principal
 from fetcher.services.records import JobRecord
-from fetcher.services.responses import JobResponse
+from fetcher.services.store_roles import JobSearch, JobSearchQuery
 
 __all__ = ["MAX_LISTED_DOCUMENT", "JobListItem", "JobListService", "JobPage", "job_list_item"]
 

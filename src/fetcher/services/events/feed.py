@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fetcher.services.jsontext import compact_json
-from fetcher.services.ports import FeedStore
+from fetcher.services.limits import DEFAULT_FEED_LIMIT, MAX_FEED_LIMIT, MAX_FEED_WAIT
 from fetcher.services.records import EventType, OutboxRow
+from fetcher.services.store_roles import FeedStore
 from fetcher.services.timeutil import format_ms
 
 __all__ = [
@@ -35,10 +36,6 @@ __all__ = [
     "render_page_async",
 ]
 
-#: §2.12 bounds.
-MAX_FEED_LIMIT = 1000
-MAX_FEED_WAIT = 30
-DEFAULT_FEED_LIMIT = 100
 POLL_INTERVAL_SECONDS = 0.2
 #: §2.12 page size: items are added while the sum of their ``data`` byte lengths is at most
 #: this; the item that first takes the sum over it is the last one included.

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from fetcher.engine import Limits
-from fetcher.services.events import EventContext, failed_event
-from fetcher.services.ports import JobStore
+from fetcher.services.events.job_events import EventContext, failed_event
 from fetcher.services.records import JobRecord, JobStatus
+from fetcher.services.store_roles import JobStore
 from fetcher.services.timeutil import SystemClock
 
 __all__ = ["ABANDONED", "NOT_PROCESSED", "StaleJobReaper"]

@@ -14,12 +14,12 @@ from typing import Any
 
 from fetcher.engine import ConnectionDescriptor
 from fetcher.engine.kit import EngineType, TlsSettings
-from fetcher.services.connection_validation import ConnectionInput, SslInput
-from fetcher.services.credentials import CredentialCipher, CredentialError
+from fetcher.services.api.response_models import ConnectionResponse, shape
+from fetcher.services.connections.credentials import CredentialCipher, CredentialError
+from fetcher.services.connections.internal_datasources import internal_connection_id
+from fetcher.services.connections.validation import ConnectionInput, SslInput
 from fetcher.services.errors import retarget_needs_password
-from fetcher.services.internal_datasources import internal_connection_id
 from fetcher.services.records import ConnectionRecord
-from fetcher.services.responses import ConnectionResponse, shape
 from fetcher.services.timeutil import format_ms
 
 __all__ = [

@@ -16,7 +16,8 @@ PATCH merges the body into the stored record first (§2.6.5): an absent field is
 not missing. Stored values that the body does not touch are re-checked only for cross-field
 consistency (type support and TLS vocabulary); stored secrets are never re-validated.
 
-The SQLITE location rule (§2.5.1) reads the file system; it is :mod:`fetcher.services.sqlite_files`.
+The SQLITE location rule (§2.5.1) reads the file system; it is
+:mod:`fetcher.services.connections.sqlite_files`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from fetcher.services import shapes
-from fetcher.services.connection_rules import (
+from fetcher.services.api import shapes
+from fetcher.services.api.shapes import SQLITE, Invalid, TypeRules, rules_of
+from fetcher.services.connections.rules import (
     CREDENTIAL_PAIR,
     NETWORK_FIELDS,
     PEM_PAIR,
@@ -36,6 +38,7 @@ from fetcher.services.connection_rules import (
     is_blank,
     required_fields,
 )
+from fetcher.services.connections.sqlite_files import sqlite_location_ok
 from fetcher.services.errors import (
     EMPTY_BODY_MESSAGE,
     ApiError,
@@ -44,8 +47,6 @@ from fetcher.services.errors import (
     invalid_payload,
     missing_fields,
 )
-from fetcher.services.shapes import SQLITE, Invalid, TypeRules, rules_of
-from fetcher.services.sqlite_files import sqlite_location_ok
 
 __all__ = [
     "SQLITE_LOCATION_MESSAGE",
@@ -432,7 +433,7 @@ class _Checker:
         return value
 
 
-# --- field rules (declared in fetcher.services.shapes) ------------------------------------
+# --- field rules (declared in fetcher.services.api.shapes) ------------------------------------
 
 
 def _password(value: object) -> str | None:
