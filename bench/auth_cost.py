@@ -15,7 +15,7 @@ worst case).
 Reported: p50/p99 per mode and the difference (goal: ≤ 1 ms added at p50), plus the
 in-process cost of one verification (``TokenVerifier.verify``, signature and claims) for
 reference. JSON goes to ``bench/results/auth_cost.json``.
-Run: ``.venv/bin/python bench/auth_cost.py``.
+Run: ``.venv/bin/python -m bench.auth_cost``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import secrets
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -37,13 +36,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from tests.fakes.jwks_server import ISSUER, JwksServer, claims, rsa
 
-from bench.fetcher_processes import create_postgres, drop_postgres
-from bench.worker_memory import FETCHER, KEY, _delete_broker_objects, _free_port, distributed_env
+from bench.support import (
+    FETCHER,
+    KEY,
+    create_postgres,
+    delete_broker_objects,
+    distributed_env,
+    drop_postgres,
+    free_port,
+)
 from fetcher.adapters.auth import KeyRing, TokenVerifier, parse_jwks
 
 REQUESTS = int(os.environ.get("FETCHER_BENCH_AUTH_REQUESTS", "3000"))
@@ -60,7 +63,7 @@ async def manager(name: str, source_db: str, auth: dict[str, str], token: str | 
     """A Manager process with one connection and one job: ``(client, job path)``."""
     suffix = secrets.token_hex(4)
     meta = create_postgres("auth_meta", "SELECT 1")
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ, **distributed_env(meta, suffix), **auth, "APP_ENC_KEY": KEY,
         "FETCHER_MODE": "manager", "SERVER_ADDRESS": f"127.0.0.1:{port}",
@@ -80,7 +83,7 @@ async def manager(name: str, source_db: str, auth: dict[str, str], token: str | 
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
         drop_postgres(meta)
-        await _delete_broker_objects(f"fetcher.bench.{suffix}", f"fetcher.bench.events.{suffix}")
+        await delete_broker_objects(f"fetcher.bench.{suffix}", f"fetcher.bench.events.{suffix}")
 
 
 async def _wait_ready(client: httpx.AsyncClient) -> None:

@@ -4,7 +4,7 @@ for each, as the Worker did), on a small table of PostgreSQL and of MariaDB, alt
 process. A small job is where a connect weighs most; over a network with TLS it weighs more than
 on this machine's loopback.
 
-    .venv/bin/python bench/connection_reuse.py
+    .venv/bin/python -m bench.connection_reuse
 
 ``FETCHER_BENCH_REUSE_JOBS`` (default 200) jobs per variant and engine. Prints the median and
 p90 job time, connects per job and the ratio; writes ``bench/results/connection-reuse-*.json``.
@@ -16,17 +16,21 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.engine_targets import NullSink, mariadb_descriptor, postgres_descriptor
-from bench.fetcher_processes import create_mariadb, create_postgres, drop_mariadb, drop_postgres
+from bench.support import (
+    NullSink,
+    create_mariadb,
+    create_postgres,
+    drop_mariadb,
+    drop_postgres,
+    mariadb_descriptor,
+    postgres_descriptor,
+)
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor, Connector, Engine, ExtractionRequest
 

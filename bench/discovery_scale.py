@@ -12,7 +12,7 @@ with named discovery and with whole-schema discovery (the same connector with th
 hidden), alternating, ``FETCHER_BENCH_DISCOVERY_JOBS`` (default 50) jobs each.
 
     scripts/mongo-server.sh start    # the nx-27017 wire server on 127.0.0.1:27018
-    .venv/bin/python bench/discovery_scale.py
+    .venv/bin/python -m bench.discovery_scale
 
 Writes ``bench/results/discovery-scale-*.json``.
 """
@@ -23,7 +23,6 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
@@ -31,10 +30,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.engine_targets import NullSink, mariadb_descriptor, postgres_descriptor
-from bench.fetcher_processes import create_mariadb, create_postgres, drop_mariadb, drop_postgres
+from bench.support import (
+    NullSink,
+    create_mariadb,
+    create_postgres,
+    drop_mariadb,
+    drop_postgres,
+    mariadb_descriptor,
+    postgres_descriptor,
+)
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor, Connector, Engine, ExtractionRequest
 from fetcher.engine.kit import EngineType
