@@ -14,14 +14,13 @@ worst case).
 
 Reported: p50/p99 per mode and the difference (goal: ≤ 1 ms added at p50), plus the
 in-process cost of one verification (``TokenVerifier.verify``, signature and claims) for
-reference. JSON goes to ``bench/results/auth_cost.json``.
+reference. JSON goes to ``bench/results/auth-cost-*.json``.
 Run: ``.venv/bin/python -m bench.auth_cost``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import secrets
@@ -46,12 +45,12 @@ from bench.support import (
     distributed_env,
     drop_postgres,
     free_port,
+    write_report,
 )
 from fetcher.adapters.auth import KeyRing, TokenVerifier, parse_jwks
 
 REQUESTS = int(os.environ.get("FETCHER_BENCH_AUTH_REQUESTS", "3000"))
 WARMUP = 300
-RESULTS = Path(__file__).resolve().parent / "results"
 GOAL_P50_MS = 1.0
 _SOURCE = "CREATE TABLE accounts (id int PRIMARY KEY, email text NOT NULL);"
 _PRODUCT = "bench"
@@ -211,8 +210,7 @@ def main() -> int:
     verify = result["verify_in_process"]
     print(f"  one verification in process: p50 {verify['p50_ms']:.3f} ms,"
           f" p99 {verify['p99_ms']:.3f} ms")  # fmt: skip
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "auth_cost.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_report("auth-cost", result)
     return 0 if result["goal_met"] else 1
 
 

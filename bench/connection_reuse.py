@@ -13,13 +13,10 @@ p90 job time, connects per job and the ratio; writes ``bench/results/connection-
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from bench.support import (
@@ -30,12 +27,12 @@ from bench.support import (
     drop_postgres,
     mariadb_descriptor,
     postgres_descriptor,
+    write_report,
 )
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor, Connector, Engine, ExtractionRequest
 
 JOBS = int(os.environ.get("FETCHER_BENCH_REUSE_JOBS", "200"))
-RESULTS = Path(__file__).resolve().parent / "results"
 _TABLE = "CREATE TABLE small (id INTEGER PRIMARY KEY, name VARCHAR(40));"
 _ROWS = "INSERT INTO small VALUES " + ", ".join(f"({n}, 'row {n}')" for n in range(1, 21)) + ";"
 
@@ -121,10 +118,7 @@ async def main() -> None:
         _print("MariaDB", results["mariadb"])
     finally:
         drop_mariadb(database, reader)
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"connection-reuse-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written {path}")
+    write_report("connection-reuse", results)
 
 
 if __name__ == "__main__":

@@ -20,13 +20,10 @@ Writes ``bench/results/discovery-scale-*.json``.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import statistics
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
@@ -38,6 +35,7 @@ from bench.support import (
     drop_postgres,
     mariadb_descriptor,
     postgres_descriptor,
+    write_report,
 )
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor, Connector, Engine, ExtractionRequest
@@ -49,7 +47,6 @@ TABLES = int(os.environ.get("FETCHER_BENCH_TABLES", "2000"))
 COLLECTIONS = int(os.environ.get("FETCHER_BENCH_COLLECTIONS", "200"))
 MONGODB_PORT = int(os.environ.get("FETCHER_TEST_MONGODB_PORT", "27018"))
 JOBS = int(os.environ.get("FETCHER_BENCH_DISCOVERY_JOBS", "50"))
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 class WholeSchema:
@@ -179,10 +176,7 @@ async def main() -> None:
             f" ({figures['ratio']:.2f}x)",
             flush=True,
         )
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"discovery-scale-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written {path}")
+    write_report("discovery-scale", results)
 
 
 if __name__ == "__main__":
