@@ -181,7 +181,7 @@ async def _bench_sqlite(folder: Path) -> dict[str, dict[str, float]]:
     await store.open()
     await store.migrate()
     await asyncio.to_thread(_load_sqlite, path)
-    env = {"FETCHER_MODE": "embedded", "APP_KEY": KEY, "DATABASE_URL": f"sqlite:///{path}"}
+    env = {"FETCHER_MODE": "embedded", "APP_ENC_KEY": KEY, "DATABASE_URL": f"sqlite:///{path}"}
     try:
         async with _serving(Settings.from_env(env), store) as url:
             return await _cases(url)
@@ -199,7 +199,7 @@ async def _bench_postgres() -> dict[str, dict[str, float]]:
         await _load_postgres(dsn)
         env = {
             "FETCHER_MODE": "manager",
-            "APP_KEY": KEY,
+            "APP_ENC_KEY": KEY,
             "DATABASE_URL": "postgresql://bench@127.0.0.1/bench",
             "RABBITMQ_HOST": "127.0.0.1",
         }
