@@ -52,7 +52,7 @@ test-unit: install
 
 bench: install
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[bench]'
-	$(BIN)/python bench/run.py
+	$(BIN)/python -m bench.run
 
 # Faults against a real Manager and two Workers (bench/chaos.py; not part of `make test`,
 # whose smoke version is tests/chaos/test_smoke.py). Starts the S3 server only if none runs,
@@ -60,7 +60,7 @@ bench: install
 .PHONY: chaos
 chaos: install
 	s3=0; scripts/s3-server.sh status >/dev/null 2>&1 || { scripts/s3-server.sh start && s3=1; }; \
-	$(BIN)/python bench/chaos.py; rc=$$?; \
+	$(BIN)/python -m bench.chaos; rc=$$?; \
 	if [ $$s3 -eq 1 ]; then scripts/s3-server.sh stop; fi; exit $$rc
 
 # A steady 5 jobs/s for SOAK_MINUTES (default 30): RSS, fds, database connections and AMQP
@@ -70,7 +70,7 @@ SOAK_MINUTES ?= 30
 soak: install
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[bench]'
 	s3=0; scripts/s3-server.sh status >/dev/null 2>&1 || { scripts/s3-server.sh start && s3=1; }; \
-	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES); rc=$$?; \
+	$(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES); rc=$$?; \
 	if [ $$s3 -eq 1 ]; then scripts/s3-server.sh stop; fi; exit $$rc
 
 clean:

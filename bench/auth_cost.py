@@ -14,21 +14,19 @@ worst case).
 
 Reported: p50/p99 per mode and the difference (goal: ≤ 1 ms added at p50), plus the
 in-process cost of one verification (``TokenVerifier.verify``, signature and claims) for
-reference. JSON goes to ``bench/results/auth_cost.json``.
-Run: ``.venv/bin/python bench/auth_cost.py``.
+reference. JSON goes to ``bench/results/auth-cost-*.json``.
+Run: ``.venv/bin/python -m bench.auth_cost``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import secrets
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -37,18 +35,22 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from tests.fakes.jwks_server import ISSUER, JwksServer, claims, rsa
 
-from bench.fetcher_processes import create_postgres, drop_postgres
-from bench.worker_memory import FETCHER, KEY, _delete_broker_objects, _free_port, distributed_env
+from bench.support import (
+    FETCHER,
+    KEY,
+    create_postgres,
+    delete_broker_objects,
+    distributed_env,
+    drop_postgres,
+    free_port,
+    write_report,
+)
 from fetcher.adapters.auth import KeyRing, TokenVerifier, parse_jwks
 
 REQUESTS = int(os.environ.get("FETCHER_BENCH_AUTH_REQUESTS", "3000"))
 WARMUP = 300
-RESULTS = Path(__file__).resolve().parent / "results"
 GOAL_P50_MS = 1.0
 _SOURCE = "CREATE TABLE accounts (id int PRIMARY KEY, email text NOT NULL);"
 _PRODUCT = "bench"
@@ -60,7 +62,7 @@ async def manager(name: str, source_db: str, auth: dict[str, str], token: str | 
     """A Manager process with one connection and one job: ``(client, job path)``."""
     suffix = secrets.token_hex(4)
     meta = create_postgres("auth_meta", "SELECT 1")
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ, **distributed_env(meta, suffix), **auth, "APP_ENC_KEY": KEY,
         "FETCHER_MODE": "manager", "SERVER_ADDRESS": f"127.0.0.1:{port}",
@@ -80,7 +82,7 @@ async def manager(name: str, source_db: str, auth: dict[str, str], token: str | 
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
         drop_postgres(meta)
-        await _delete_broker_objects(f"fetcher.bench.{suffix}", f"fetcher.bench.events.{suffix}")
+        await delete_broker_objects(f"fetcher.bench.{suffix}", f"fetcher.bench.events.{suffix}")
 
 
 async def _wait_ready(client: httpx.AsyncClient) -> None:
@@ -208,8 +210,7 @@ def main() -> int:
     verify = result["verify_in_process"]
     print(f"  one verification in process: p50 {verify['p50_ms']:.3f} ms,"
           f" p99 {verify['p99_ms']:.3f} ms")  # fmt: skip
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "auth_cost.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_report("auth-cost", result)
     return 0 if result["goal_met"] else 1
 
 

@@ -18,14 +18,11 @@ import asyncio
 import json
 import logging
 import platform
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.chaos.scenarios import (
     SLOW_TABLE,
@@ -42,7 +39,8 @@ from tests.chaos.scenarios import (
 )
 from tests.chaos.stack import PENDING_TIMEOUT_SECONDS, STORAGE_TIMEOUT_SECONDS, chaos_stack
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench.support import RESULTS
+
 #: The longest a job can stay unfinished: the pending window, one reaper tick, slack.
 SETTLE_SECONDS = PENDING_TIMEOUT_SECONDS + 30 + 60
 GOAL_API_SUCCESS = 0.99

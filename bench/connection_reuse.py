@@ -4,7 +4,7 @@ for each, as the Worker did), on a small table of PostgreSQL and of MariaDB, alt
 process. A small job is where a connect weighs most; over a network with TLS it weighs more than
 on this machine's loopback.
 
-    .venv/bin/python bench/connection_reuse.py
+    .venv/bin/python -m bench.connection_reuse
 
 ``FETCHER_BENCH_REUSE_JOBS`` (default 200) jobs per variant and engine. Prints the median and
 p90 job time, connects per job and the ratio; writes ``bench/results/connection-reuse-*.json``.
@@ -13,25 +13,26 @@ p90 job time, connects per job and the ratio; writes ``bench/results/connection-
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.engine_targets import NullSink, mariadb_descriptor, postgres_descriptor
-from bench.fetcher_processes import create_mariadb, create_postgres, drop_mariadb, drop_postgres
+from bench.support import (
+    NullSink,
+    create_mariadb,
+    create_postgres,
+    drop_mariadb,
+    drop_postgres,
+    mariadb_descriptor,
+    postgres_descriptor,
+    write_report,
+)
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor, Connector, Engine, ExtractionRequest
 
 JOBS = int(os.environ.get("FETCHER_BENCH_REUSE_JOBS", "200"))
-RESULTS = Path(__file__).resolve().parent / "results"
 _TABLE = "CREATE TABLE small (id INTEGER PRIMARY KEY, name VARCHAR(40));"
 _ROWS = "INSERT INTO small VALUES " + ", ".join(f"({n}, 'row {n}')" for n in range(1, 21)) + ";"
 
@@ -117,10 +118,7 @@ async def main() -> None:
         _print("MariaDB", results["mariadb"])
     finally:
         drop_mariadb(database, reader)
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"connection-reuse-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written {path}")
+    write_report("connection-reuse", results)
 
 
 if __name__ == "__main__":

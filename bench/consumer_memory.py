@@ -11,7 +11,7 @@
    them; it prints the baseline, the peak, the row count and the seconds taken.
 
 The bound: the child's peak RSS stays under 100 MiB. Run:
-``.venv/bin/python bench/consumer_memory.py [--s3]``.
+``.venv/bin/python -m bench.consumer_memory [--s3]``.
 """
 
 from __future__ import annotations
@@ -112,7 +112,6 @@ def measure(kind: str, where: str, mac: str, size: int) -> list[str]:
 
 
 def _upload(path: Path) -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tests.services import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, s3_test_client
 
     bucket = f"fetcher-bench-consumer-{os.getpid()}"

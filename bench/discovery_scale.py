@@ -12,7 +12,7 @@ with named discovery and with whole-schema discovery (the same connector with th
 hidden), alternating, ``FETCHER_BENCH_DISCOVERY_JOBS`` (default 50) jobs each.
 
     scripts/mongo-server.sh start    # the nx-27017 wire server on 127.0.0.1:27018
-    .venv/bin/python bench/discovery_scale.py
+    .venv/bin/python -m bench.discovery_scale
 
 Writes ``bench/results/discovery-scale-*.json``.
 """
@@ -20,21 +20,23 @@ Writes ``bench/results/discovery-scale-*.json``.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.engine_targets import NullSink, mariadb_descriptor, postgres_descriptor
-from bench.fetcher_processes import create_mariadb, create_postgres, drop_mariadb, drop_postgres
+from bench.support import (
+    NullSink,
+    create_mariadb,
+    create_postgres,
+    drop_mariadb,
+    drop_postgres,
+    mariadb_descriptor,
+    postgres_descriptor,
+    write_report,
+)
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import ConnectionDescriptor, Connector, Engine, ExtractionRequest
 from fetcher.engine.kit import EngineType
@@ -45,7 +47,6 @@ TABLES = int(os.environ.get("FETCHER_BENCH_TABLES", "2000"))
 COLLECTIONS = int(os.environ.get("FETCHER_BENCH_COLLECTIONS", "200"))
 MONGODB_PORT = int(os.environ.get("FETCHER_TEST_MONGODB_PORT", "27018"))
 JOBS = int(os.environ.get("FETCHER_BENCH_DISCOVERY_JOBS", "50"))
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 class WholeSchema:
@@ -175,10 +176,7 @@ async def main() -> None:
             f" ({figures['ratio']:.2f}x)",
             flush=True,
         )
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"discovery-scale-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written {path}")
+    write_report("discovery-scale", results)
 
 
 if __name__ == "__main__":

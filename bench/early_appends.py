@@ -21,7 +21,7 @@ Reported per variant (medians): the job's wall time (extraction start to the obj
 stored), the time from the end of extraction to the object stored (what is left once the
 last datasource is done), this process's CPU and the S3 server's. The document bytes of the
 two variants are checked equal (their SHA-256). Needs PostgreSQL and, by default, the S3
-server (``scripts/s3-server.sh start``). Run: ``.venv/bin/python bench/early_appends.py``.
+server (``scripts/s3-server.sh start``). Run: ``.venv/bin/python -m bench.early_appends``.
 """
 
 from __future__ import annotations
@@ -32,31 +32,31 @@ import json
 import os
 import resource
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
 
-from bench.engine_targets import postgres_descriptor
-from bench.extraction import _PG_LEDGER, COLUMNS, NARROW
-from bench.fetcher_processes import create_postgres, drop_postgres
-from bench.process_cpu import s3_server_pid, tree_cpu_seconds
-from bench.reports import write_report
-from bench.worker_memory import (
+from bench.support import (
     ADMIN,
+    COLUMNS,
+    NARROW,
+    PG_LEDGER,
     S3_ACCESS_KEY,
     S3_BUCKET,
     S3_ENDPOINT,
     S3_SECRET_KEY,
     bench_prefix,
+    create_postgres,
     delete_s3_prefix,
+    drop_postgres,
+    postgres_descriptor,
+    s3_server_pid,
+    tree_cpu_seconds,
+    write_report,
 )
 from fetcher.adapters.objectstore.local import LocalObjectStore
 from fetcher.adapters.objectstore.s3 import MIN_PART_SIZE, S3ObjectStore
@@ -189,7 +189,7 @@ def _median(runs: list[dict[str, Any]], key: str) -> float | None:
 
 def main() -> None:
     tiny = "CREATE TABLE tiny (id integer); INSERT INTO tiny VALUES (1);"
-    database = create_postgres("appends", _PG_LEDGER.format(rows=ROWS) + tiny)
+    database = create_postgres("appends", PG_LEDGER.format(rows=ROWS) + tiny)
     try:
         # b and c scan the ledger at once: a synchronized scan would start one where the
         # other is, so the rows' order (and the document's digest) would change between jobs

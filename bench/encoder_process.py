@@ -4,7 +4,7 @@ Starts two Fetcher setups of ``FETCHER_BENCH_MODE`` (``embedded``, the default, 
 ``worker``: Manager + Worker → the SeaweedFS S3 server), one with
 ``ENCODER_PROCESS_ENABLED=true`` and one with ``false``, over the same scratch ledger in
 ``FETCHER_BENCH_SOURCE`` (``postgres``, the default, or ``mariadb``)
-(``FETCHER_BENCH_ROWS``, default 500 000, the columns of ``bench/extraction.py``), and runs
+(``FETCHER_BENCH_ROWS``, default 500 000, the ledger's columns, ``bench.support.ledger``), and runs
 one job on each per repetition (``FETCHER_BENCH_REPS``, default 4), the order alternating.
 Prints, per setting, the median job time (``completedAt − createdAt``), the median CPU
 seconds and the highest peak RSS of the extracting process *with its children* (the encoder
@@ -12,7 +12,7 @@ process and multiprocessing's resource tracker: their ``VmHWM`` summed, an upper
 their peak together), and the speed ratio; writes them as JSON under ``bench/results/``.
 Both setups must write documents of the same size (the bytes are the same by construction;
 the tests compare them).
-Run: ``.venv/bin/python bench/encoder_process.py``.
+Run: ``.venv/bin/python -m bench.encoder_process``.
 """
 
 from __future__ import annotations
@@ -22,13 +22,8 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.extraction import COLUMNS, ledger_source
-from bench.fetcher_processes import FetcherProcesses, JobFigure
-from bench.reports import write_report
+from bench.support import COLUMNS, FetcherProcesses, JobFigure, ledger_source, write_report
 
 ROWS = int(os.environ.get("FETCHER_BENCH_ROWS", "500000"))
 REPS = int(os.environ.get("FETCHER_BENCH_REPS", "4"))

@@ -17,7 +17,7 @@ in a scratch PostgreSQL database, then runs, in alternating repetitions
 Fetcher's time is the job's own ``completedAt − createdAt`` (submission to completion, server
 clocks, polled every 0.1 s); peak RSS is the extracting process's ``VmHWM``, reset through
 ``/proc/<pid>/clear_refs`` before each job. Every run also reports, over the same span
-(``bench/process_cpu.py``): the extracting process's CPU seconds (Fetcher's with its children,
+(``bench.support.sampling``): the extracting process's CPU seconds (Fetcher's with its children,
 ``psql``'s or the ``mariadb`` client's for a floor, ConnectorX's own), the source server's (the
 postmaster's whole tree with its reaped backends, or ``mariadbd``), for PostgreSQL the share of
 the backends serving the ledger's database, the S3 server's (SeaweedFS), the Manager's (Worker
@@ -42,7 +42,7 @@ the end.
 Ratios are speeds, floor time / Fetcher time (≥ 0.25 is the issue's target for COPY, ≥ 0.75 for
 ConnectorX), always from the same run: the machine is shared and absolute figures are noisy.
 Everything is written as JSON under ``bench/results/``. Needs PostgreSQL, MariaDB, RabbitMQ and
-the S3 server (``scripts/s3-server.sh start``). Run: ``.venv/bin/python bench/extraction.py``.
+the S3 server (``scripts/s3-server.sh start``). Run: ``.venv/bin/python -m bench.extraction``.
 """
 
 from __future__ import annotations
@@ -58,41 +58,39 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.fetcher_processes import (
-    FetcherProcesses,
-    JobFigure,
-    create_mariadb,
-    create_postgres,
-    drop_mariadb,
-    drop_postgres,
-    postgres_scalar,
-    postmaster_pid,
-    vm_hwm_mib,
-)
-from bench.process_cpu import (
-    CpuMeter,
-    SessionCpu,
-    machine_busy_seconds,
-    mariadb_server_pid,
-    s3_server_pid,
-    tree_cpu_seconds,
-)
-from bench.worker_memory import (
+from bench.support import (
+    COLUMNS,
+    MARIADB_LEDGER,
+    NARROW,
+    PG_LEDGER,
     S3_ACCESS_KEY,
     S3_BUCKET,
     S3_ENDPOINT,
     S3_SECRET_KEY,
+    STEP_SECONDS,
+    CpuMeter,
+    FetcherProcesses,
+    JobFigure,
+    SessionCpu,
     bench_prefix,
+    create_mariadb,
+    create_postgres,
     delete_s3_prefix,
+    drop_mariadb,
+    drop_postgres,
+    machine_busy_seconds,
+    mariadb_server_pid,
+    postgres_scalar,
+    postmaster_pid,
+    s3_server_pid,
+    tree_cpu_seconds,
+    vm_hwm_mib,
+    write_report,
 )
 
 
@@ -130,49 +128,10 @@ PARTS = set(
 #: Rows the CPU figures are scaled to (``cpu_s_per_500k_rows``: the issue's target is per
 #: 500 k ledger rows).
 CPU_ROWS = 500_000
-RESULTS = Path(__file__).resolve().parent / "results"
-COLUMNS = ("id", "email", "amount", "created_at", "status", "metadata")
 #: The ``sizes`` part's columns: 1.5 M rows of all six make a 630 MB document, past the 256 MiB
 #: result ceiling (§3.5), which ``ENGINE_MAX_RESULT_BYTES`` can only lower; these four make
 #: about 250 MiB.
 SIZE_COLUMNS = ("amount", "created_at", "id", "status")
-NARROW = ("amount", "id", "status")
-START = "2026-01-01 00:00:00+00"
-#: Seconds between two rows' ``created_at``; the filter takes the first tenth of the span.
-STEP_SECONDS = 37
-
-_PG_LEDGER = f"""
-CREATE TABLE ledger (
-    id uuid PRIMARY KEY, email text NOT NULL, amount numeric(18,2) NOT NULL,
-    created_at timestamptz NOT NULL, status text NOT NULL, metadata jsonb
-);
-INSERT INTO ledger
-SELECT md5(g::text)::uuid, 'user' || g || '@example.com', ((g * 7919) % 10000000) / 100.0,
-       timestamptz '{START}' + g * interval '{STEP_SECONDS} seconds' + (g % 1000) * interval '1 ms',
-       (ARRAY['pending', 'settled', 'failed', 'refunded'])[1 + g % 4],
-       CASE WHEN g % 10 = 0 THEN NULL ELSE jsonb_build_object(
-           'channel', (ARRAY['web', 'pos', 'api'])[1 + g % 3], 'attempt', g % 5,
-           'score', (g % 1000) / 8.0, 'tags', jsonb_build_array('t' || g % 7, 'x'),
-           'ref', 'R-' || g) END
-FROM generate_series(1::bigint, {{rows}}) AS g;
-ANALYZE ledger;
-"""
-
-_MARIADB_LEDGER = f"""
-CREATE TABLE ledger (
-    id UUID PRIMARY KEY, email VARCHAR(100) NOT NULL, amount DECIMAL(18,2) NOT NULL,
-    created_at DATETIME(6) NOT NULL, status VARCHAR(20) NOT NULL, metadata JSON
-);
-INSERT INTO ledger
-SELECT UUID(), CONCAT('user', seq, '@example.com'), ((seq * 7919) % 10000000) / 100.0,
-       TIMESTAMPADD(SECOND, seq * {STEP_SECONDS}, '2026-01-01'),
-       ELT(1 + seq % 4, 'pending', 'settled', 'failed', 'refunded'),
-       IF(seq % 10 = 0, NULL, JSON_OBJECT('channel', ELT(1 + seq % 3, 'web', 'pos', 'api'),
-           'attempt', seq % 5, 'score', (seq % 1000) / 8.0,
-           'tags', JSON_ARRAY(CONCAT('t', seq % 7), 'x'), 'ref', CONCAT('R-', seq)))
-FROM seq_1_to_{{rows}};
-ANALYZE TABLE ledger;
-"""
 
 _CONNECTORX = r"""
 import json, os, resource, sys, time
@@ -239,26 +198,6 @@ def _psql(database: str, sql: str) -> list[str]:
 
 def _copy(database: str, select: str) -> list[str]:
     return _psql(database, f"COPY ({select}) TO STDOUT")
-
-
-@contextmanager
-def ledger_source(source: str, rows: int) -> Iterator[Callable[[FetcherProcesses], None]]:
-    """A scratch ledger of ``rows`` rows in ``source`` (``postgres`` or ``mariadb``: the same
-    columns, through the MySQL connector); yields how to register it as ``bench_src``."""
-    if source == "mariadb":
-        database, reader, password = create_mariadb(_MARIADB_LEDGER.format(rows=rows))
-        try:
-            yield lambda processes: processes.connect_mysql("bench_src", database, reader, password)
-        finally:
-            drop_mariadb(database, reader)
-        return
-    if source != "postgres":
-        raise SystemExit(f"FETCHER_BENCH_SOURCE must be postgres or mariadb, not {source!r}")
-    database = create_postgres("ledger", _PG_LEDGER.format(rows=rows))
-    try:
-        yield lambda processes: processes.connect_postgres("bench_src", database)
-    finally:
-        drop_postgres(database)
 
 
 def _warm_up(processes: FetcherProcesses, name: str) -> None:
@@ -637,7 +576,7 @@ def sizes_part(worker_local: FetcherProcesses, embedded: FetcherProcesses) -> di
     fetchers = {"fetcher_worker_local": worker_local, "fetcher_embedded": embedded}
     for rows in SIZES:
         print(f"PostgreSQL ledger, {rows:,} rows, {REPS} alternating repetitions:", flush=True)
-        database = create_postgres(f"ledger{rows}", _PG_LEDGER.format(rows=rows))
+        database = create_postgres(f"ledger{rows}", PG_LEDGER.format(rows=rows))
         name = f"bench_pg_{rows}"
         try:
             for processes in fetchers.values():
@@ -717,7 +656,7 @@ def scaling_part(worker: FetcherProcesses) -> dict[str, Any]:
     )
     figures = []
     for rows in SCALING:
-        ledger = _PG_LEDGER.format(rows=rows)
+        ledger = PG_LEDGER.format(rows=rows)
         figure = _fresh_table_job(worker, f"scale{rows}", ledger, "ledger", list(NARROW))
         figures.append(
             {
@@ -771,7 +710,7 @@ def mariadb_part(
     """The MySQL connector against ``mariadb --batch --quick``: through the Worker to S3, the
     Worker to a local store, and embedded to the local store (no S3 upload: the connector's
     and the document's own cost); the MariaDB server's CPU beside each."""
-    database, reader, password = create_mariadb(_MARIADB_LEDGER.format(rows=ROWS))
+    database, reader, password = create_mariadb(MARIADB_LEDGER.format(rows=ROWS))
     fetchers = {
         "fetcher_worker_s3": worker,
         "fetcher_worker_local": worker_local,
@@ -818,7 +757,7 @@ def _ledger_parts() -> dict[str, Any]:
     process (the ``ROWS``-row PostgreSQL ledger only when a part on it runs)."""
     report: dict[str, Any] = {}
     postgres = bool(PARTS & {"postgres", "filtered"})
-    database = create_postgres("ledger", _PG_LEDGER.format(rows=ROWS if postgres else 0))
+    database = create_postgres("ledger", PG_LEDGER.format(rows=ROWS if postgres else 0))
     try:
         with (
             FetcherProcesses("worker") as worker,
@@ -871,10 +810,7 @@ def main() -> int:
         with FetcherProcesses("worker") as fresh:
             report["wide"] = wide_part(fresh)
     report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"extraction-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"written {path}", flush=True)
+    write_report("extraction", report)
     return 0
 
 

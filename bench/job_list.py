@@ -1,11 +1,11 @@
 """Issue 21: ``GET /v1/fetcher`` page latency at 100,000 stored jobs, on both metadata stores.
 
 For each store (the SQLite file of embedded mode, then a scratch PostgreSQL database on
-127.0.0.1:5432), the script migrates a fresh store, bulk-loads ``FETCHER_BENCH_JOBS`` jobs
-(default 100,000: 90 % in one tenant, 10 % in another; 80 % completed, 15 % failed, 5 %
-pending; five products; twenty connections; one a second), then serves the production app
-with uvicorn on a loopback port and times, over HTTP, ``FETCHER_BENCH_REQUESTS`` requests
-(default 200) of each case:
+``FETCHER_BENCH_POSTGRES_DSN``'s server, default 127.0.0.1:5432), the script migrates a fresh
+store, bulk-loads ``FETCHER_BENCH_JOBS`` jobs (default 100,000: 90 % in one tenant, 10 % in
+another; 80 % completed, 15 % failed, 5 % pending; five products; twenty connections; one a
+second), then serves the production app with uvicorn on a loopback port and times, over HTTP,
+``FETCHER_BENCH_REQUESTS`` requests (default 200) of each case:
 
 * ``first page, status=failed``: the newest 20 failed jobs;
 * ``first page, connectionId``: the newest 20 jobs of one connection;
@@ -15,7 +15,7 @@ with uvicorn on a loopback port and times, over HTTP, ``FETCHER_BENCH_REQUESTS``
 
 It also times ``GET /health`` the same way: the floor of one HTTP round trip on this machine
 at that moment. It prints p50/p99 per case (target: p99 < 50 ms) and writes JSON under
-``bench/results/``. Run: ``.venv/bin/python bench/job_list.py``. Everything binds
+``bench/results/``. Run: ``.venv/bin/python -m bench.job_list``. Everything binds
 127.0.0.1; the scratch database is dropped at the end.
 """
 
@@ -25,10 +25,8 @@ import asyncio
 import json
 import os
 import secrets
-import socket
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -41,9 +39,7 @@ import httpx
 import psycopg
 import uvicorn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.reports import write_report
+from bench.support import ADMIN, KEY, create_postgres, drop_postgres, free_port, write_report
 from fetcher.adapters.store import _common as c
 from fetcher.adapters.store.postgres import PostgresMetadataStore
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
@@ -56,8 +52,6 @@ from fetcher.settings import Settings
 
 JOBS = int(os.environ.get("FETCHER_BENCH_JOBS", "100000"))
 REQUESTS = int(os.environ.get("FETCHER_BENCH_REQUESTS", "200"))
-ADMIN_DSN = os.environ.get("FETCHER_BENCH_PG", "host=127.0.0.1 port=5432 user=postgres dbname=test")
-ENC_KEY = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CONNECTIONS = [f"0190{n:04x}-0000-7000-8000-{n:012x}" for n in range(20)]
 PRODUCTS = ["payments", "billing", "ledger", "risk", "growth"]
@@ -112,12 +106,6 @@ async def _load_postgres(dsn: str) -> None:
         await conn.commit()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @asynccontextmanager
 async def _serving(settings: Settings, store: Any) -> AsyncIterator[str]:
     runtime = assemble_runtime(
@@ -127,7 +115,7 @@ async def _serving(settings: Settings, store: Any) -> AsyncIterator[str]:
         messaging=Messaging(work_publisher=RecordingPublisher()),
     )
     runtime.lifecycle.started.set()
-    port = _free_port()
+    port = free_port()
     config = uvicorn.Config(create_app(runtime), host="127.0.0.1", port=port, log_level="error")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -193,7 +181,7 @@ async def _bench_sqlite(folder: Path) -> dict[str, dict[str, float]]:
     await store.open()
     await store.migrate()
     await asyncio.to_thread(_load_sqlite, path)
-    env = {"FETCHER_MODE": "embedded", "APP_ENC_KEY": ENC_KEY, "DATABASE_URL": f"sqlite:///{path}"}
+    env = {"FETCHER_MODE": "embedded", "APP_ENC_KEY": KEY, "DATABASE_URL": f"sqlite:///{path}"}
     try:
         async with _serving(Settings.from_env(env), store) as url:
             return await _cases(url)
@@ -202,10 +190,8 @@ async def _bench_sqlite(folder: Path) -> dict[str, dict[str, float]]:
 
 
 async def _bench_postgres() -> dict[str, dict[str, float]]:
-    name = f"fetcher_bench_jobs_{secrets.token_hex(4)}"
-    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    dsn = psycopg.conninfo.make_conninfo(ADMIN_DSN, dbname=name)
+    name = create_postgres("jobs", "SELECT 1")
+    dsn = psycopg.conninfo.make_conninfo(ADMIN, dbname=name)
     store = PostgresMetadataStore(dsn)
     try:
         await store.open()
@@ -213,7 +199,7 @@ async def _bench_postgres() -> dict[str, dict[str, float]]:
         await _load_postgres(dsn)
         env = {
             "FETCHER_MODE": "manager",
-            "APP_ENC_KEY": ENC_KEY,
+            "APP_ENC_KEY": KEY,
             "DATABASE_URL": "postgresql://bench@127.0.0.1/bench",
             "RABBITMQ_HOST": "127.0.0.1",
         }
@@ -221,8 +207,7 @@ async def _bench_postgres() -> dict[str, dict[str, float]]:
             return await _cases(url)
     finally:
         await store.close()
-        with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_postgres(name)
 
 
 async def main() -> None:

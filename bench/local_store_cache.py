@@ -11,7 +11,7 @@ directory on the repository's file system that is removed afterwards. It reports
 wall and CPU seconds (this process's, user + system) and how much of the round's objects the
 page cache holds at its end (util-linux ``fincore``).
 
-Run: ``.venv/bin/python bench/local_store_cache.py``; the JSON goes to ``bench/results/``.
+Run: ``.venv/bin/python -m bench.local_store_cache``; the JSON goes to ``bench/results/``.
 """
 
 from __future__ import annotations
@@ -22,16 +22,13 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.reports import write_report
+from bench.support import write_report
 from fetcher.adapters.objectstore import local
 from fetcher.adapters.objectstore.local import LocalObjectStore
 

@@ -8,7 +8,7 @@ and prints the best rows/s of each. Only the driver is measured (decoding the My
 protocol into Python values), not the §5.3 encoding the connector adds on top, which is the
 same code for either driver.
 
-Run: ``.venv/bin/python bench/mysql_drivers.py`` (needs both drivers installed; the project
+Run: ``.venv/bin/python -m bench.mysql_drivers`` (needs both drivers installed; the project
 pins only the winner, so install the other one for the run).
 """
 

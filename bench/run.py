@@ -1,8 +1,8 @@
-"""Benchmarks (not tests): ``make bench`` runs them all and prints ratios against baselines
+"""What ``make bench`` (``python -m bench.run``) runs; each prints ratios against baselines
 measured in the same run, because these machines are noisy.
 
-* extraction: issue 12 side by side (``bench/extraction.py``, ``bench/README.md``): the
-  ledger table through ``COPY``, ConnectorX → Polars, Fetcher Worker → S3 and embedded; a
+* extraction: issue 12 side by side (``bench/extraction.py``, figures in docs/performance.md):
+  the ledger table through ``COPY``, ConnectorX → Polars, Fetcher Worker → S3 and embedded; a
   filtered extraction, MariaDB, and peak Worker RSS at 100 k / 500 k / 1.5 M rows.
 * writer: the streaming §5.4 writer against ``json.dumps(indent=2, sort_keys=True)`` of the
   same rows held in memory.
@@ -12,11 +12,6 @@ measured in the same run, because these machines are noisy.
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import auth_cost, extraction, redaction, writer
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -27,13 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from tests.chaos.scenarios import FAST_TABLE, JOB_LIMITS, ScenarioResult, check_invariants, settle
 from tests.chaos.stack import ChaosStack, chaos_stack
 from tests.e2e.harness import PRODUCT, unique
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench.support import RESULTS
+
 FINISHED = "fetcher_jobs_finished_total"
 
 

@@ -20,21 +20,19 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from tests.chaos.proxy import ChaosProxy
 from tests.chaos.scenarios import FAST_TABLE, JOB_LIMITS
 from tests.chaos.stack import ChaosStack, chaos_stack
 from tests.e2e.harness import PRODUCT, FetcherProcess, unique
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench.support import RESULTS
+
 SAMPLE_SECONDS = 10.0
 WARMUP_SECONDS = 120.0
 METRICS = ("rss_mib", "fds", "db_connections", "amqp_connections", "amqp_channels")

@@ -368,7 +368,7 @@ def _batch_encoder(settings: Settings, stack: AsyncExitStack) -> BatchEncoder | 
     """The second process that encodes result batches (issue 12, ``ENCODER_PROCESS_ENABLED``),
     started by the first PostgreSQL stream and stopped with the runtime. On by default in
     embedded mode, where one process serves every role: extraction gets the second core (1.2x
-    faster jobs, bench/README.md "Fifth look"). Off by default in the Worker, measured here with
+    faster jobs, docs/performance.md). Off by default in the Worker, measured here with
     the S3 server on the same two cores; a Worker with cores of its own may turn it on. The
     Manager extracts nothing."""
     if not settings.encoder_process or settings.mode is Mode.MANAGER:

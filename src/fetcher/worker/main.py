@@ -29,7 +29,7 @@ REAP_INTERVAL_SECONDS = 30.0
 #: Young-generation threshold of the cyclic collector while the Worker runs (CPython's default
 #: is 700 container allocations): extraction allocates a batch's rows and parsed JSON values by
 #: the thousand, nearly all freed by reference counting, and the default made the collector
-#: traverse (and promote) each live batch many times over (issue 12, bench/README.md).
+#: traverse (and promote) each live batch many times over (issue 12, docs/performance.md).
 GC_YOUNG_THRESHOLD = 50_000
 
 

@@ -14,7 +14,7 @@ two windows of it in the page cache (:data:`RELEASE_WINDOW`): each full window i
 its pages, clean by then if the disk kept up; after the fsync the whole file is advised once
 more. The object does not push other data out of the cache, the final fsync has little left to
 write, and the writes reuse the same few pages instead of taking fresh ones for every megabyte
-(on this project's VMs a fresh page costs more than the copy into it: ``bench/README.md``,
+(on this project's VMs a fresh page costs more than the copy into it: docs/performance.md,
 "The local store's page cache"). It is advice only: where it is not supported, or fails, the
 write goes on as before and the fsync still writes everything.
 

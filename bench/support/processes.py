@@ -1,13 +1,14 @@
-"""Running Fetcher processes and scratch databases for the benchmarks (issue 12).
+"""Fetcher processes for the benchmarks: a Manager and a Worker, or one embedded process.
 
 :class:`FetcherProcesses` starts either a Manager and a Worker (``fetcher run``, PostgreSQL
 metadata store, RabbitMQ, the loopback SeaweedFS S3 server or a local directory) or one
 embedded process (SQLite metadata, local store), each on loopback ports, and stops them by PID.
-:meth:`job` submits one job and reports its time (``completedAt − createdAt``), document size
-and the extracting process's peak RSS (``VmHWM``, reset through ``/proc/<pid>/clear_refs``
-before the job; summed with its child processes', embedded mode's batch encoder) and CPU, and
-what a meter (``bench.process_cpu``) measured meanwhile. The Worker's objects go under a prefix
-of their own, deleted from the test bucket on exit; a local store's after each job.
+:meth:`FetcherProcesses.job` submits one job and reports its time (``completedAt −
+createdAt``), document size and the extracting process's peak RSS (``VmHWM``, reset through
+``/proc/<pid>/clear_refs`` before the job; summed with its child processes', embedded mode's
+batch encoder) and CPU, and what a :class:`Meter` (:class:`bench.support.sampling.CpuMeter`)
+measured meanwhile. The Worker's objects go under a prefix of their own, deleted from the test
+bucket on exit; a local store's after each job.
 """
 
 from __future__ import annotations
@@ -21,142 +22,27 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.error
 import urllib.request
-from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-import psycopg
-
-from bench.process_cpu import cpu_seconds, process_tree, tree_cpu_seconds
-from bench.worker_memory import (
-    ADMIN,
+from bench.support.databases import admin_address, create_postgres, drop_postgres
+from bench.support.sampling import reset_tree_peaks, tree_figures
+from bench.support.services import (
     FETCHER,
     KEY,
-    _delete_broker_objects,
-    _free_port,
     bench_prefix,
+    delete_broker_objects,
     delete_s3_prefix,
     distributed_env,
+    free_port,
 )
 
-# cpu_seconds moved to bench.process_cpu; other benches still import it from here.
-__all__ = [
-    "FetcherProcesses",
-    "JobFigure",
-    "Meter",
-    "cpu_seconds",
-    "create_mariadb",
-    "create_postgres",
-    "drop_mariadb",
-    "drop_postgres",
-    "postgres_scalar",
-    "postmaster_pid",
-    "tree_figures",
-    "vm_hwm_mib",
-]
-
-MARIADB_ROOT = ["mariadb", "-h", "127.0.0.1", "-P", "3306", "-u", "root"]
 PRODUCT = "bench"
 POLL_SECONDS = 0.1
-
-
-def create_postgres(prefix: str, sql: str) -> str:
-    """A scratch PostgreSQL database holding ``sql``'s objects; returns its name."""
-    name = f"fetcher_bench_{prefix}_{secrets.token_hex(4)}"
-    with psycopg.connect(ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"'.encode())
-    try:
-        conninfo = psycopg.conninfo.make_conninfo(ADMIN, dbname=name)
-        with psycopg.connect(conninfo, autocommit=True) as db:
-            db.execute(sql.encode())
-    except BaseException:
-        drop_postgres(name)
-        raise
-    return name
-
-
-def drop_postgres(name: str) -> None:
-    with psycopg.connect(ADMIN, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
-
-
-def _admin_address() -> tuple[str, int]:
-    """Host and port of the bench's PostgreSQL server (``FETCHER_BENCH_POSTGRES_DSN``)."""
-    params = psycopg.conninfo.conninfo_to_dict(ADMIN)
-    return str(params.get("host", "127.0.0.1")), int(str(params.get("port", 5432)))
-
-
-def postmaster_pid() -> int:
-    """The PID of the bench's PostgreSQL server (the parent of a backend)."""
-    with psycopg.connect(ADMIN, dbname="postgres", autocommit=True) as db:
-        row = db.execute(b"SELECT pg_backend_pid()").fetchone()
-        assert row is not None
-        # read while the backend lives: it exits with this connection
-        fields = Path(f"/proc/{row[0]}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[1])
-
-
-def postgres_scalar(database: str, sql: str) -> Any:
-    with psycopg.connect(ADMIN, dbname=database, autocommit=True) as db:
-        row = db.execute(sql.encode()).fetchone()
-    return None if row is None else row[0]
-
-
-def create_mariadb(sql: str) -> tuple[str, str, str]:
-    """A scratch MariaDB database with ``sql``'s objects and a reader with a password."""
-    name = f"fetcher_bench_{secrets.token_hex(4)}"
-    reader, password = f"bench_{secrets.token_hex(4)}", secrets.token_hex(12)
-    script = (
-        f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4; USE `{name}`; {sql}\n"
-        f"CREATE USER '{reader}'@'%' IDENTIFIED BY '{password}';\n"
-        f"GRANT SELECT ON `{name}`.* TO '{reader}'@'%';\n"
-    )
-    try:
-        subprocess.run(MARIADB_ROOT, input=script, text=True, check=True, capture_output=True)
-    except BaseException:
-        drop_mariadb(name, reader)
-        raise
-    return name, reader, password
-
-
-def drop_mariadb(name: str, reader: str) -> None:
-    script = f"DROP DATABASE IF EXISTS `{name}`; DROP USER IF EXISTS '{reader}'@'%';"
-    subprocess.run(MARIADB_ROOT, input=script, text=True, check=False, capture_output=True)
-
-
-def tree_figures(pid: int) -> tuple[float, float]:
-    """Summed ``VmHWM`` (MiB) of :func:`process_tree` (embedded mode's batch encoder process
-    and multiprocessing's resource tracker) and the tree's CPU seconds, reaped children
-    included (:func:`bench.process_cpu.tree_cpu_seconds`): the peaks of separate processes are
-    added, which bounds their peak together from above."""
-    peak = 0.0
-    for member in process_tree(pid):
-        with suppress(OSError, RuntimeError):
-            peak += vm_hwm_mib(member)
-    return peak, tree_cpu_seconds(pid)
-
-
-def reset_tree_peaks(pid: int) -> None:
-    for member in process_tree(pid):
-        with suppress(OSError):
-            reset_peak(member)
-
-
-def vm_hwm_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM")
-
-
-def reset_peak(pid: int) -> None:
-    """``echo 5 > /proc/<pid>/clear_refs``: the peak RSS starts again from the current RSS."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 def _request(
@@ -191,7 +77,7 @@ class JobFigure:
     error: str | None
     #: CPU seconds (user + system) the extracting process used from submission to the end.
     cpu_seconds: float = 0.0
-    #: The figures of the job's ``meter`` (:class:`bench.process_cpu.CpuMeter`) over the same
+    #: The figures of the job's ``meter`` (:class:`bench.support.sampling.CpuMeter`) over the same
     #: span: submission to the poll that saw the job end.
     meters: dict[str, float] = field(default_factory=dict)
 
@@ -250,7 +136,7 @@ class FetcherProcesses:
             }
         if self._meta_db is None:
             raise RuntimeError("the metadata database is created in __enter__")
-        host, port = _admin_address()  # FETCHER_BENCH_POSTGRES_DSN may name another server
+        host, port = admin_address()  # FETCHER_BENCH_POSTGRES_DSN may name another server
         env = {
             **env,
             **distributed_env(self._meta_db, self._suffix),
@@ -275,7 +161,7 @@ class FetcherProcesses:
         if self.mode != "embedded":
             self._meta_db = create_postgres("meta", "SELECT 1")
         env = self._env()
-        port = _free_port()
+        port = free_port()
         self.base = f"http://127.0.0.1:{port}"
         manager_mode = "embedded" if self.mode == "embedded" else "manager"
         manager = self._spawn(
@@ -284,7 +170,7 @@ class FetcherProcesses:
         self._wait_health(self.base)
         self.pid = self.manager_pid = manager.pid
         if self.mode in ("worker", "worker_local"):
-            health = _free_port()
+            health = free_port()
             worker = self._spawn(
                 {**env, "FETCHER_MODE": "worker", "HEALTH_PORT": str(health)},
                 "worker",
@@ -319,7 +205,7 @@ class FetcherProcesses:
         if self._meta_db is not None:
             drop_postgres(self._meta_db)
             asyncio.run(
-                _delete_broker_objects(
+                delete_broker_objects(
                     f"fetcher.bench.{self._suffix}", f"fetcher.bench.events.{self._suffix}"
                 )
             )
@@ -335,7 +221,7 @@ class FetcherProcesses:
         )
 
     def connect_postgres(self, name: str, database: str) -> None:
-        host, port = _admin_address()
+        host, port = admin_address()
         self._connection(
             {"configName": name, "type": "POSTGRESQL", "host": host, "port": port,
              "databaseName": database, "userName": "postgres", "password": "trust-auth"}

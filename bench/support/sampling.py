@@ -1,7 +1,7 @@
-"""CPU seconds of the processes around a bench job (issue 23: "measure what is ours").
+"""CPU seconds and peak RSS of the processes around a bench job, read from ``/proc`` (Linux).
 
-Everything is read from ``/proc`` (Linux): user + system ticks of a process (its threads, the
-exited ones included) and, for a server, of its whole process tree. A server's tree loses
+CPU is user + system ticks of a process (its threads, the exited ones included) and, for a
+server, of its whole process tree. A server's tree loses
 processes while it is measured: a PostgreSQL backend exits when its client disconnects, and the
 job's source connection closes when the job ends. Their CPU is not lost: the kernel adds a
 reaped child's user + system time (its own and its reaped descendants') to the parent's
@@ -15,6 +15,9 @@ it meanwhile, so its figure is an upper bound of the job's share. :class:`Sessio
 in a background thread, the PostgreSQL backends whose process title names one database (the
 job's source), for the job's own share; :func:`machine_busy_seconds` shows how busy the whole
 machine was.
+
+Peak RSS is ``VmHWM``; :func:`reset_peak` (``/proc/<pid>/clear_refs``) starts it again from the
+current RSS, so a peak read after a job is the job's (with whatever the process already held).
 """
 
 from __future__ import annotations
@@ -33,9 +36,13 @@ __all__ = [
     "machine_busy_seconds",
     "mariadb_server_pid",
     "process_tree",
+    "reset_peak",
+    "reset_tree_peaks",
     "s3_server_pid",
     "server_pid",
     "tree_cpu_seconds",
+    "tree_figures",
+    "vm_hwm_mib",
 ]
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -219,3 +226,38 @@ class CpuMeter:
         for name, session in self._sessions.items():
             figures[name] = session.stop()
         return figures
+
+
+# --- peak RSS ----------------------------------------------------------------------------
+
+
+def tree_figures(pid: int) -> tuple[float, float]:
+    """Summed ``VmHWM`` (MiB) of :func:`process_tree` (embedded mode's batch encoder process
+    and multiprocessing's resource tracker) and the tree's CPU seconds, reaped children
+    included (:func:`tree_cpu_seconds`): the peaks of separate processes are
+    added, which bounds their peak together from above."""
+    peak = 0.0
+    for member in process_tree(pid):
+        with suppress(OSError, RuntimeError):
+            peak += vm_hwm_mib(member)
+    return peak, tree_cpu_seconds(pid)
+
+
+def reset_tree_peaks(pid: int) -> None:
+    """:func:`reset_peak` of every member of ``pid``'s tree (before a job)."""
+    for member in process_tree(pid):
+        with suppress(OSError):
+            reset_peak(member)
+
+
+def vm_hwm_mib(pid: int) -> float:
+    """The peak resident set of ``pid`` (``VmHWM``), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM")
+
+
+def reset_peak(pid: int) -> None:
+    """``echo 5 > /proc/<pid>/clear_refs``: the peak RSS starts again from the current RSS."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")

@@ -1,5 +1,6 @@
-"""What the in-process engine benches share: descriptors of the local PostgreSQL and MariaDB
-servers (the databases ``bench.fetcher_processes`` creates) and a sink that keeps nothing."""
+"""What the in-process engine benchmarks share: descriptors of the local PostgreSQL and MariaDB
+servers (for the databases :mod:`bench.support.databases` creates) and a sink that keeps
+nothing."""
 
 from __future__ import annotations
 
