@@ -1,9 +1,9 @@
 """The README and ``docs/`` against the code, so the documentation cannot drift (issue 20):
 every relative link and anchor resolves; every repository file and ``fetcher.*`` module a page
-names exists; ``docs/settings.md`` names exactly the variables ``settings.py`` reads, and every
-other ``UPPER_CASE`` name a page mentions exists in the code; every ``fetcher`` command and
-flag a page shows exists; every HTTP path a page shows is a route of the Manager; and the
-typed-client example is the code an end-to-end test runs."""
+names exists; ``docs/settings.md`` names exactly the variables ``settings/environment.py``
+reads, and every other ``UPPER_CASE`` name a page mentions exists in the code; every
+``fetcher`` command and flag a page shows exists; every HTTP path a page shows is a route of
+the Manager; and the typed-client example is the code an end-to-end test runs."""
 
 from __future__ import annotations
 
@@ -164,8 +164,10 @@ def _string_args(path: Path, methods: frozenset[str]) -> set[str]:
 
 @cache
 def _settings_variables() -> frozenset[str]:
-    """What ``Settings.from_env`` reads: settings.py's own reads and §9.4's family."""
-    reads = _string_args(SRC / "settings.py", frozenset({"get", "integer", "boolean"}))
+    """What ``Settings.from_env`` reads: settings/environment.py's reads and §9.4's family."""
+    reads = _string_args(
+        SRC / "settings" / "environment.py", frozenset({"get", "integer", "boolean"})
+    )
     return frozenset(reads | {"DATASOURCE_<NAME>_*"})
 
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "compose.yaml"
 COMPOSE_SCHEMA = ROOT / "deploy" / "schema" / "compose-spec.json"
 ENTRYPOINT = ROOT / "deploy" / "container" / "fetcher-entrypoint"
-SETTINGS_SOURCE = ROOT / "src" / "fetcher" / "settings.py"
+SETTINGS_SOURCE = ROOT / "src" / "fetcher" / "settings" / "environment.py"
 KUBERNETES_DIR = ROOT / "deploy" / "kubernetes"
 #: The virtualenv's scripts (check-jsonschema, fetcher) sit next to the test interpreter.
 VENV_BIN = Path(sys.executable).parent
@@ -21,7 +21,7 @@ _READERS = {"get", "integer", "boolean"}
 
 def settings_variables() -> frozenset[str]:
     """Every variable ``Settings.from_env`` reads: the first argument of each
-    ``get``/``integer``/``boolean`` call in settings.py that is an upper-case string."""
+    ``get``/``integer``/``boolean`` call in settings/environment.py that is an upper-case string."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(SETTINGS_SOURCE.read_text(encoding="utf-8"))):
         if (

@@ -18,7 +18,7 @@ from opentelemetry import trace
 
 from fetcher import __version__
 from fetcher.services.tracing import enable_tracing
-from fetcher.settings_tracing import TracingSettings
+from fetcher.settings.tracing import TracingSettings
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter

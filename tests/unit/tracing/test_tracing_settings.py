@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher import settings_tracing
 from fetcher.settings import Settings, StartupRefused
+from fetcher.settings import tracing as settings_tracing
 
 KEY = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
 EMBEDDED = {"FETCHER_MODE": "embedded", "APP_ENC_KEY": KEY}

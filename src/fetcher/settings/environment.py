@@ -7,9 +7,6 @@ port. Secrets are held with ``repr=False`` so a logged ``Settings`` never shows 
 
 from __future__ import annotations
 
-import base64
-import binascii
-import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -24,11 +21,10 @@ from fetcher.services.connections.internal_datasources import (
     parse_internal_datasources,
     parse_internal_tenants,
 )
-from fetcher.settings_tracing import TracingSettingRefused, TracingSettings, read_tracing_settings
+from fetcher.settings.auth import AuthMode, AuthSettings, hs256_key, jwks_url_ok
+from fetcher.settings.tracing import TracingSettingRefused, TracingSettings, read_tracing_settings
 
 __all__ = [
-    "AuthMode",
-    "AuthSettings",
     "Mode",
     "ObjectStorageSettings",
     "RabbitSettings",
@@ -53,34 +49,6 @@ class Mode(StrEnum):
     MANAGER = "manager"
     WORKER = "worker"
     EMBEDDED = "embedded"
-
-
-class AuthMode(StrEnum):
-    NONE = "none"
-    JWT = "jwt"
-
-
-@dataclass(frozen=True, slots=True)
-class AuthSettings:
-    """§12.1/§12.2: how the Manager (and embedded mode) verifies bearer tokens.
-
-    With ``mode`` ``jwt`` exactly one of ``jwks_url`` and ``jwt_secret`` is set; ``jwt_secret``
-    holds the decoded HS256 key bytes (§12.2), never shown by ``repr``. The Worker reads none
-    of these (it verifies no tokens).
-    """
-
-    mode: AuthMode = AuthMode.NONE
-    issuer: str = ""
-    audience: str = "fetcher"
-    jwks_url: str | None = None
-    jwt_secret: bytes | None = field(default=None, repr=False)
-    jwks_refresh_seconds: int = 300
-    leeway_seconds: int = 30
-    tenant_claim: str = "tenantId"
-
-    @property
-    def enabled(self) -> bool:
-        return self.mode is AuthMode.JWT
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,9 +241,9 @@ class _Reader:
                 "invalid authentication settings: "
                 "set exactly one of AUTH_JWKS_URL and AUTH_JWT_SECRET"
             )
-        if jwks_url and not _jwks_url_ok(jwks_url):
+        if jwks_url and not jwks_url_ok(jwks_url):
             raise StartupRefused("invalid authentication settings: malformed AUTH_JWKS_URL")
-        key = _hs256_key(secret) if secret else None
+        key = hs256_key(secret) if secret else None
         if secret and key is None:
             raise StartupRefused(
                 "invalid authentication settings: AUTH_JWT_SECRET must be standard base64 "
@@ -440,39 +408,6 @@ def sqlite_store_path(database_url: str) -> str | None:
     if not database_url.startswith("sqlite:"):
         return None
     return str(Path(database_url.removeprefix("sqlite:///")).resolve())
-
-
-def _jwks_url_ok(url: str) -> bool:
-    """§9.1 ``AUTH_JWKS_URL``: ``https://…``, ``http://`` to a loopback host, or ``file:///…``."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-    except ValueError:
-        return False
-    scheme = parts.scheme.lower()
-    if scheme == "file":
-        return not parts.netloc and parts.path.startswith("/")
-    if scheme == "https":
-        return bool(host)
-    return scheme == "http" and _is_loopback(host)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _hs256_key(text: str) -> bytes | None:
-    """§9.1 ``AUTH_JWT_SECRET``: standard base64 of at least 32 bytes → the key bytes."""
-    try:
-        key = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return key if len(key) >= 32 else None
 
 
 def _connection_secrets(
