@@ -25,6 +25,7 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from fetcher import __version__
 from fetcher.bootstrap import Lifecycle, Runtime, build_runtime, install_tracing
 from fetcher.cli.arguments import parse_or_exit_code
 from fetcher.cli.logs import configure_logging
@@ -36,10 +37,12 @@ from fetcher.worker.main import recover_embedded_jobs, run_worker
 
 __all__ = [
     "HEADER_TIMEOUT_SECONDS",
+    "STARTUP_EVENT",
     "UNAUTHENTICATED_WARNING",
     "configured_settings",
     "is_loopback_host",
     "listen_socket",
+    "log_startup",
     "run_command",
     "running",
     "startup_refused",
@@ -115,6 +118,7 @@ async def _serve_until_signal(settings: Settings) -> int:
     else:
         warn_if_unauthenticated(settings)
         sock = _listen_or_refuse(settings.server_host, settings.server_port)
+    log_startup(settings, sock)
     stop_tracing = install_tracing(settings.tracing)  # issue 22: a no-op unless enabled
     try:
         async with running(settings, sockets=[sock], stop=stop) as runtime:
@@ -125,6 +129,27 @@ async def _serve_until_signal(settings: Settings) -> int:
     finally:
         await asyncio.to_thread(stop_tracing)  # flushes the last spans (blocking I/O)
     return 0
+
+
+#: The one start-up line of every ``fetcher run`` process (issue 33), logged once its port is
+#: bound, before any dependency is reached: an operator reads what runs, where, and how.
+STARTUP_EVENT = "fetcher started"
+
+
+def log_startup(settings: Settings, sock: socket.socket) -> None:
+    """``mode``, ``address`` (the bound one: the health port for a Worker), ``auth_mode``,
+    ``tracing`` and ``version`` as fields of one ``info`` line."""
+    host, port = sock.getsockname()[:2]
+    log.info(
+        STARTUP_EVENT,
+        extra={
+            "mode": settings.mode.value,
+            "address": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+            "auth_mode": settings.auth.mode.value,
+            "tracing": settings.tracing.enabled,
+            "version": __version__,
+        },
+    )
 
 
 #: §12.1: the one warn line of ``AUTH_MODE=none`` on a listener beyond loopback (exact).

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from fetcher.crypto import SIGNATURE_VERSION, extract_job_id, is_tenant_id, verify_message
 from fetcher.services.events import EventContext, failed_event
-from fetcher.services.extraction import ExtractionService
+from fetcher.services.extraction import ExtractionService, log_job_failed
+from fetcher.services.failure_summary import summarise_failure
 from fetcher.services.log_context import bind_log_context
 from fetcher.services.metrics import Metrics
 from fetcher.services.ports import JobStore, StoreUnavailableError
@@ -289,5 +290,10 @@ class WorkHandler:
                 event=with_trace_context(event),
             ):
                 self.extraction.on_commit()
+                log_job_failed(summarise_failure(error), job.id)
         except StoreUnavailableError:
-            log.warning("could not fail job %s (%s); the reaper will", job_id, error)
+            log.warning(
+                "could not fail job %s (%s); the reaper will",
+                job_id,
+                summarise_failure(error).message,
+            )
