@@ -31,6 +31,7 @@ from fetcher.cli.arguments import parse_or_exit_code
 from fetcher.cli.logs import configure_logging
 from fetcher.cli.startup import FrontApp
 from fetcher.crypto import Redactor
+from fetcher.crypto.redact import LOG_REDACTED
 from fetcher.settings import Mode, Settings, StartupRefused
 from fetcher.worker.health import create_health_app
 from fetcher.worker.main import recover_embedded_jobs, run_worker
@@ -137,16 +138,29 @@ STARTUP_EVENT = "fetcher started"
 
 
 def log_startup(settings: Settings, sock: socket.socket) -> None:
-    """``mode``, ``address`` (the bound one: the health port for a Worker), ``auth_mode``,
-    ``tracing`` and ``version`` as fields of one ``info`` line."""
+    """``fetcher started: <mode> on <address> (auth <mode>, tracing on|off, version <v>)``
+    with ``mode``, ``port``, ``auth_mode``, ``tracing`` and ``version`` as fields too.
+
+    The address is the bound one (the health port for a Worker). It is written in the event
+    text, marked as redacted: the redactor's pattern steps would hide an address in a field,
+    and the listener's own address is no secret."""
     host, port = sock.getsockname()[:2]
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    mode, auth, tracing = settings.mode.value, settings.auth.mode.value, settings.tracing.enabled
     log.info(
+        "%s: %s on %s (auth %s, tracing %s, version %s)",
         STARTUP_EVENT,
+        mode,
+        address,
+        auth,
+        "on" if tracing else "off",
+        __version__,
         extra={
-            "mode": settings.mode.value,
-            "address": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-            "auth_mode": settings.auth.mode.value,
-            "tracing": settings.tracing.enabled,
+            **LOG_REDACTED,
+            "mode": mode,
+            "port": port,
+            "auth_mode": auth,
+            "tracing": tracing,
             "version": __version__,
         },
     )
