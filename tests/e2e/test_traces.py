@@ -228,8 +228,8 @@ async def test_a_failed_job_has_an_error_span_with_the_redacted_text(
     databases: DatabaseFactory,
 ) -> None:
     """A source that refuses the Worker: the job's span has status error with the summary of
-    the job's §4.5 text (no address, no password, no detail), in the same trace as the Manager's request
-    (no incoming ``traceparent`` here: the trace starts at the Manager)."""
+    the job's §4.5 text (no address, no password, no detail) and its category, in the same
+    trace as the Manager's request (no incoming ``traceparent``: the trace starts there)."""
     _, base_url = traced_manager
     doomed = databases.create("fetcher_e2e_traced_gone")
     config = unique("pg_gone").replace("-", "_")

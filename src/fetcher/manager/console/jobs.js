@@ -12,6 +12,9 @@ const STATUSES = ["pending", "processing", "completed", "failed"];
 const PAGE_SIZE = 20;
 const LIVE_MS = 2000;
 const IDLE_MS = 5000;
+// The list route has no correlationId filter: the console matches it itself, reading this
+// many API pages of the other filters' jobs per page it shows (and says how many it read).
+const SEARCH_PAGES = 10;
 const ERROR_PREVIEW = 160;
 
 const running = (job) => job.status === "pending" || job.status === "processing";
@@ -57,7 +60,14 @@ function listHeader(filters) {
   return filters.product ? { "X-Product-Name": filters.product } : {};
 }
 
-const TEXT_FILTERS = ["product", "connectionId", "createdFrom", "createdTo"];
+const TEXT_FILTERS = ["product", "correlationId", "connectionId", "createdFrom", "createdTo"];
+
+/** Whether `job` passes the filters the console applies itself (`correlationId`). */
+function matches(filters, job) {
+  if (!filters.correlationId) return true;
+  const value = job.metadata ? job.metadata.correlationId : undefined;
+  return value !== undefined && value !== null && String(value) === filters.correlationId;
+}
 
 function filtersFrom(params) {
   const status = (params.get("status") || "").split(",").filter((s) => STATUSES.includes(s));
@@ -103,6 +113,8 @@ async function filterForm(filters) {
       ),
     ),
     h("label", {}, "Product ", h("input", { type: "text", name: "product", value: filters.product, size: 14 })),
+    h("label", {}, "Correlation ID ",
+      h("input", { type: "text", name: "correlationId", value: filters.correlationId, size: 18 })),
     h("label", {}, "Connection ", h("select", { name: "connectionId" }, await connectionOptions(filters.connectionId))),
     h("label", {}, "Created from (UTC) ", h("input", { type: "date", name: "createdFrom", value: filters.createdFrom })),
     h("label", {}, "to ", h("input", { type: "date", name: "createdTo", value: filters.createdTo })),
@@ -120,22 +132,26 @@ export async function jobsView(root, params, life) {
   const filters = filtersFrom(params);
   const listing = h("div", { id: "job-list" });
   const more = h("button", { type: "button", id: "more-jobs", hidden: true }, "More");
+  const searched = h("p", { class: "muted", id: "job-search-note", hidden: true });
   const form = await filterForm(filters);
   if (!life.alive()) return; // the operator moved on while the connections loaded
-  replace(root, h("h1", {}, "Jobs"), form, listing, more);
-  const state = { items: [], cursor: null, pages: 0 };
+  replace(root, h("h1", {}, "Jobs"), form, searched, listing, more);
+  const state = { items: [], cursor: null, pages: 0, read: 0 };
 
   async function load(pages) {
     let items = [];
     let cursor = null;
-    for (let i = 0; i < pages; i += 1) {
+    let read = 0;
+    const reads = filters.correlationId ? pages * SEARCH_PAGES : pages;
+    for (let i = 0; i < reads; i += 1) {
       const page = await request("/v1/fetcher", { query: listQuery(filters, cursor), header: listHeader(filters) });
-      items = items.concat(page.items);
+      read += page.items.length;
+      items = items.concat(page.items.filter((job) => matches(filters, job)));
       cursor = page.nextCursor;
       if (!cursor) break;
     }
     if (!life.alive()) return false;
-    Object.assign(state, { items, cursor, pages });
+    Object.assign(state, { items, cursor, pages, read });
     render();
     return state.items.some(running);
   }
@@ -146,6 +162,9 @@ export async function jobsView(root, params, life) {
       ? table(["Status", "Job", "Source", "Datasources", "Created", "Took", "Error"], rows, { class: "jobs" })
       : h("p", { class: "muted" }, "No job matches these filters."));
     more.hidden = !state.cursor;
+    searched.hidden = !filters.correlationId;
+    replace(searched, `Correlation ID matched in the browser over the newest ${state.read} jobs of the other `
+      + `filters${state.cursor ? "; More searches older ones" : " (all of them)"}.`);
   }
 
   // Refresh every loaded page: sooner while one of their jobs runs. A failed refresh keeps the
