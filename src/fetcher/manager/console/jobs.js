@@ -37,8 +37,8 @@ function jobRow(job) {
     h("a", { href: `#/jobs/${encodeURIComponent(job.id)}`, class: "mono" }, job.id),
     job.metadata && job.metadata.source !== undefined ? String(job.metadata.source) : "",
     datasources(job),
-    when(job.createdAt),
-    job.completedAt ? duration(job.createdAt, job.completedAt) : "",
+    h("span", { class: "when" }, when(job.createdAt)),
+    h("span", { class: "when" }, job.completedAt ? duration(job.createdAt, job.completedAt) : ""),
     h("span", { class: "error-text" }, preview(errorOf(job))),
   ];
 }
