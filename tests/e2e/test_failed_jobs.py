@@ -108,11 +108,24 @@ async def test_unreachable_datasource_fails_without_leaking_its_address(
     for where, content in [
         ("job error", text),
         ("event", event_body),
-        ("worker log", worker.logs()),
-        ("manager log", stack.manager.logs()),
+        ("worker log", without_startup_line(worker.logs(), address)),
+        ("manager log", without_startup_line(stack.manager.logs(), address)),
     ]:
         assert address not in content, where
         assert doomed.host not in content, where
+
+
+def without_startup_line(logs: str, address: str) -> str:
+    """The log without its start-up line, which names the process's own listening address
+    (issue 33): on this machine the same loopback host as the vanished datasource's. That line
+    must not hold the datasource's address either."""
+    kept = []
+    for line in logs.splitlines():
+        if '"event": "fetcher started: ' in line:
+            assert address not in line
+            continue
+        kept.append(line)
+    return "\n".join(kept)
 
 
 async def test_unreachable_object_storage_fails_without_an_object(stack: Stack) -> None:

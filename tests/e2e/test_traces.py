@@ -227,9 +227,9 @@ async def test_a_failed_job_has_an_error_span_with_the_redacted_text(
     traced_manager: tuple[FetcherProcess, str],
     databases: DatabaseFactory,
 ) -> None:
-    """A source that refuses the Worker: the job's span has status error with the job's
-    redacted §4.5 text (no address, no password), in the same trace as the Manager's request
-    (no incoming ``traceparent`` here: the trace starts at the Manager)."""
+    """A source that refuses the Worker: the job's span has status error with the summary of
+    the job's §4.5 text (no address, no password, no detail) and its category, in the same
+    trace as the Manager's request (no incoming ``traceparent``: the trace starts there)."""
     _, base_url = traced_manager
     doomed = databases.create("fetcher_e2e_traced_gone")
     config = unique("pg_gone").replace("-", "_")
@@ -255,8 +255,13 @@ async def test_a_failed_job_has_an_error_span_with_the_redacted_text(
     assert job["status"] == "failed", job
     named = by_name(spans)
     run = named["run job"]
-    assert (run.status_code, run.status_message) == (2, job["metadata"]["error"])
-    assert run.status_message.startswith(f"failed to connect to datasource '{config}'")
+    # Issue 33: the category and a value-free summary; the §4.5 text stays on the job.
+    assert job["metadata"]["error"].startswith(f"failed to connect to datasource '{config}': ")
+    assert (run.status_code, run.status_message) == (
+        2,
+        f"failed to connect to datasource '{config}': <detail>",
+    )
+    assert run.attributes["error.type"] == "connect"
     assert_child(named, "record job.failed", "run job")
     await assert_event_traced(stack, job_id, "failed", named["record job.failed"])
     address = f"{doomed.host}:{doomed.port}"

@@ -13,6 +13,16 @@ One line per record, one JSON object per line::
   while tracing is on (issue 22), so a line leads to its trace and a span to its lines;
 * ``exception`` holds a traceback, when there is one.
 
+uvicorn's ``color_message`` (the same message with ANSI colour escapes) is never written: the
+lines are for machines, and ``event`` already holds the plain text.
+
+``LOG_LEVEL=debug`` is for Fetcher's own lines. Debug lines of other libraries never reach the
+output (:class:`OwnDebugOnly`), because several of them print payloads at that level: the AMQP
+stack (aio-pika, aiormq, pamqp) dumps whole frames, work-message bodies and their filter values
+included; pymongo logs command documents, aiosqlite the statements it runs with their
+arguments, botocore request parameters. The known ones are also capped at ``INFO`` so they do
+not build those texts at all.
+
 Every string value passes through the redactor, whose step 1 knows the process's secrets
 (§8.7, §9.2); numbers and booleans cannot carry one and stay numbers. An ``event`` whose
 variable parts were already redacted where they arose (``extra=LOG_REDACTED``) is not redacted
@@ -33,7 +43,7 @@ from fetcher.crypto import Redactor
 from fetcher.services.log_context import current_log_context
 from fetcher.services.tracing import current_trace_ids
 
-__all__ = ["JsonFormatter", "configure_logging"]
+__all__ = ["PAYLOAD_LOGGERS", "JsonFormatter", "OwnDebugOnly", "configure_logging"]
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -42,14 +52,43 @@ _LEVELS = {
     "warning": logging.WARNING,
     "error": logging.ERROR,
 }
+#: Extra fields some libraries attach that never belong in a JSON line.
+_DROPPED = frozenset({"color_message"})
 _FIXED = ("ts", "level", "event", "logger", "env", "trace_id", "span_id", "exception")
 #: Attributes every LogRecord has; anything else on a record came from ``extra=``.
-_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
-    "message",
-    "asctime",
-    "redacted",
-    "taskName",
-}
+_RECORD_ATTRIBUTES = (
+    frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)))
+    | {
+        "message",
+        "asctime",
+        "redacted",
+        "taskName",
+    }
+    | _DROPPED
+)
+#: Libraries known to log payloads (frames, commands, statements, request parameters) at
+#: debug level; capped at INFO so those texts are never even built.
+PAYLOAD_LOGGERS = (
+    "aio_pika",
+    "aiormq",
+    "pamqp",
+    "aiosqlite",
+    "asyncpg",
+    "aiomysql",
+    "pymongo",
+    "botocore",
+    "aiobotocore",
+    "boto3",
+    "s3transfer",
+    "urllib3",
+    "httpx",
+    "httpcore",
+    "opentelemetry",
+    "grpc",
+    "multipart",
+    "python_multipart",
+    "asyncio",
+)
 
 
 def _timestamp(created: float) -> str:
@@ -93,11 +132,22 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+class OwnDebugOnly(logging.Filter):
+    """Lets a record below ``INFO`` through only when Fetcher itself logged it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = record.name
+        return record.levelno >= logging.INFO or name == "fetcher" or name.startswith("fetcher.")
+
+
 def configure_logging(level: str, redactor: Redactor, env_name: str) -> None:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter(redactor, env_name))
+    handler.addFilter(OwnDebugOnly())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS.get(level.lower(), logging.INFO))
     for noisy in ("uvicorn.access",):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    for payloads in PAYLOAD_LOGGERS:
+        logging.getLogger(payloads).setLevel(logging.INFO)

@@ -25,21 +25,25 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from fetcher import __version__
 from fetcher.bootstrap import Lifecycle, Runtime, build_runtime, install_tracing
 from fetcher.cli.arguments import parse_or_exit_code
 from fetcher.cli.logs import configure_logging
 from fetcher.cli.startup import FrontApp
 from fetcher.crypto import Redactor
+from fetcher.crypto.redact import LOG_REDACTED
 from fetcher.settings import Mode, Settings, StartupRefused
 from fetcher.worker.health import create_health_app
 from fetcher.worker.main import recover_embedded_jobs, run_worker
 
 __all__ = [
     "HEADER_TIMEOUT_SECONDS",
+    "STARTUP_EVENT",
     "UNAUTHENTICATED_WARNING",
     "configured_settings",
     "is_loopback_host",
     "listen_socket",
+    "log_startup",
     "run_command",
     "running",
     "startup_refused",
@@ -115,6 +119,7 @@ async def _serve_until_signal(settings: Settings) -> int:
     else:
         warn_if_unauthenticated(settings)
         sock = _listen_or_refuse(settings.server_host, settings.server_port)
+    log_startup(settings, sock)
     stop_tracing = install_tracing(settings.tracing)  # issue 22: a no-op unless enabled
     try:
         async with running(settings, sockets=[sock], stop=stop) as runtime:
@@ -125,6 +130,40 @@ async def _serve_until_signal(settings: Settings) -> int:
     finally:
         await asyncio.to_thread(stop_tracing)  # flushes the last spans (blocking I/O)
     return 0
+
+
+#: The one start-up line of every ``fetcher run`` process (issue 33), logged once its port is
+#: bound, before any dependency is reached: an operator reads what runs, where, and how.
+STARTUP_EVENT = "fetcher started"
+
+
+def log_startup(settings: Settings, sock: socket.socket) -> None:
+    """``fetcher started: <mode> on <address> (auth <mode>, tracing on|off, version <v>)``
+    with ``mode``, ``port``, ``auth_mode``, ``tracing`` and ``version`` as fields too.
+
+    The address is the bound one (the health port for a Worker). It is written in the event
+    text, marked as redacted: the redactor's pattern steps would hide an address in a field,
+    and the listener's own address is no secret."""
+    host, port = sock.getsockname()[:2]
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    mode, auth, tracing = settings.mode.value, settings.auth.mode.value, settings.tracing.enabled
+    log.info(
+        "%s: %s on %s (auth %s, tracing %s, version %s)",
+        STARTUP_EVENT,
+        mode,
+        address,
+        auth,
+        "on" if tracing else "off",
+        __version__,
+        extra={
+            **LOG_REDACTED,
+            "mode": mode,
+            "port": port,
+            "auth_mode": auth,
+            "tracing": tracing,
+            "version": __version__,
+        },
+    )
 
 
 #: §12.1: the one warn line of ``AUTH_MODE=none`` on a listener beyond loopback (exact).

@@ -113,6 +113,7 @@ class TestResult(TypedDict):
 class SchemaTable(TypedDict):
     name: str
     fields: list[str]
+    types: dict[str, str]
 
 
 class SchemaResponse(TypedDict):

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from fetcher.crypto import SIGNATURE_VERSION, extract_job_id, is_tenant_id, verify_message
 from fetcher.services.events.job_events import EventContext, failed_event
 from fetcher.services.infrastructure import Delivery, WorkPublisher
-from fetcher.services.jobs.extraction import ExtractionService
+from fetcher.services.jobs.extraction import ExtractionService, log_job_failed
+from fetcher.services.jobs.failure_summary import summarise_failure
 from fetcher.services.jobs.work_messages import TENANT_HEADER, signed_work_headers
 from fetcher.services.log_context import bind_log_context
 from fetcher.services.metrics import Metrics
@@ -289,5 +290,10 @@ class WorkHandler:
                 event=with_trace_context(event),
             ):
                 self.extraction.on_commit()
+                log_job_failed(summarise_failure(error), job.id)
         except StoreUnavailableError:
-            log.warning("could not fail job %s (%s); the reaper will", job_id, error)
+            log.warning(
+                "could not fail job %s (%s); the reaper will",
+                job_id,
+                summarise_failure(error).message,
+            )

@@ -85,9 +85,17 @@ async def test_schema_route_against_postgres(pg: PgHarness) -> None:
     body = response.json()
     assert body["type"] == "POSTGRESQL"
     assert body["tables"] == [
-        {"name": "shop.big_orders", "fields": ["id"]},
-        {"name": "shop.customers", "fields": ["email", "id"]},
-        {"name": "shop.orders", "fields": ["Note", "id", "total"]},
+        {"name": "shop.big_orders", "fields": ["id"], "types": {"id": "integer"}},
+        {
+            "name": "shop.customers",
+            "fields": ["email", "id"],
+            "types": {"email": "text", "id": "integer"},
+        },
+        {
+            "name": "shop.orders",
+            "fields": ["Note", "id", "total"],
+            "types": {"Note": "text", "id": "integer", "total": "numeric"},
+        },
     ]
     public = (await pg.client.get(f"{C}/{ident}/schema?schemas=public")).json()
     names = [t["name"] for t in public["tables"]]

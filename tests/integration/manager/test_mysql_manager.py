@@ -84,9 +84,17 @@ async def test_schema_lists_tables_and_views_of_the_connected_database(manager: 
     body = response.json()
     assert body["type"] == "MYSQL"
     assert body["tables"] == [
-        {"name": "big_orders", "fields": ["id"]},
-        {"name": "customers", "fields": ["email", "id"]},
-        {"name": "orders", "fields": ["Note", "doc", "id", "total"]},
+        {"name": "big_orders", "fields": ["id"], "types": {"id": "int"}},
+        {
+            "name": "customers",
+            "fields": ["email", "id"],
+            "types": {"email": "varchar", "id": "int"},
+        },
+        {
+            "name": "orders",
+            "fields": ["Note", "doc", "id", "total"],
+            "types": {"Note": "text", "doc": "json", "id": "int", "total": "decimal"},
+        },
     ]
     closed = await manager.connection("maria_down", port=1)
     assert_error(await manager.client.get(f"{C}/{closed}/schema"), 502, "FET-1041")

@@ -111,8 +111,12 @@ async def test_schema_lists_collections_and_sampled_fields(manager: Manager) -> 
     body = response.json()
     assert body["type"] == "MONGODB"
     assert body["tables"] == [
-        {"name": "empty", "fields": ["_id"]},
-        {"name": "orders", "fields": ["_id", "note", "status", "total"]},
+        {"name": "empty", "fields": ["_id"], "types": {"_id": "objectId"}},
+        {
+            "name": "orders",
+            "fields": ["_id", "note", "status", "total"],
+            "types": {"_id": "objectId", "note": "string", "status": "string", "total": "int"},
+        },
     ]
     closed = await manager.connection_id("mongo_down", port=closed_port())
     assert_error(await manager.client.get(f"{C}/{closed}/schema"), 502, "FET-1041")

@@ -145,3 +145,51 @@ def test_extra_cannot_overwrite_the_fixed_keys(
     [line] = lines(stream)
     assert (line["event"], line["env"]) == ("real", "test-env")
     assert TS.fullmatch(str(line["ts"]))
+
+
+def test_uvicorns_color_message_never_reaches_the_line(
+    capture: tuple[logging.Logger, io.StringIO],
+) -> None:
+    """Issue 33: uvicorn attaches the message again with ANSI escapes as ``color_message``."""
+    logger, stream = capture
+    logger.info("Started server process [%d]", 7, extra={"color_message": "\x1b[36m%d\x1b[0m"})
+    [line] = lines(stream)
+    assert "color_message" not in line
+    assert "\x1b" not in stream.getvalue()
+    assert "\\u001b" not in stream.getvalue()
+
+
+def test_debug_lines_of_other_libraries_never_pass() -> None:
+    """Issue 33: at ``LOG_LEVEL=debug`` only Fetcher's own debug lines pass; aiormq's frame
+    dumps (work-message bodies, filter values) do not, whatever the logger's level."""
+    from fetcher.cli.logs import OwnDebugOnly
+
+    def record(name: str, level: int) -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, "frame %s", ("SSN-123",), None)
+
+    own = OwnDebugOnly()
+    assert own.filter(record("fetcher.services.jobs.service", logging.DEBUG))
+    assert own.filter(record("fetcher", logging.DEBUG))
+    for library in ("aiormq.connection", "aio_pika.exchange", "pamqp", "pymongo.command"):
+        assert not own.filter(record(library, logging.DEBUG)), library
+        assert own.filter(record(library, logging.INFO)), library
+    assert not own.filter(record("fetcherx", logging.DEBUG))
+
+
+def test_configured_logging_caps_payload_loggers_at_info() -> None:
+    from fetcher.cli.logs import PAYLOAD_LOGGERS, configure_logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    levels = {name: logging.getLogger(name).level for name in PAYLOAD_LOGGERS}
+    try:
+        configure_logging("debug", Redactor(secrets=[]), "test")
+        assert root.level == logging.DEBUG
+        for name in ("aiormq", "aio_pika", "pamqp", "pymongo", "aiosqlite", "botocore"):
+            assert name in PAYLOAD_LOGGERS
+            assert not logging.getLogger(f"{name}.x").isEnabledFor(logging.DEBUG), name
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        for name, saved in levels.items():
+            logging.getLogger(name).setLevel(saved)

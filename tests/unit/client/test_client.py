@@ -56,7 +56,9 @@ async def test_connection_lifecycle(manager: InProcess) -> None:
     add_accounts(manager)
     assert (await api.test_connection(cid))["status"] == "success"
     schema = await api.connection_schema(cid, schemas=["public"])
-    assert schema["tables"] == [{"name": "accounts", "fields": ["email", "id"]}]
+    assert schema["tables"] == [
+        {"name": "accounts", "fields": ["email", "id"], "types": {"email": "text", "id": "text"}}
+    ]
     ok = await api.validate_schema(MAPPED)
     assert ok["status"] == "success"
     with pytest.raises(ConflictError) as conflict:

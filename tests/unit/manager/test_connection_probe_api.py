@@ -174,9 +174,17 @@ async def test_schema_result_keys_sorted(h: Harness) -> None:
         "databaseName": "ledger",
         "type": "POSTGRESQL",
         "tables": [
-            {"name": "Zeta", "fields": ["a", "b"]},
-            {"name": "accounting.invoices", "fields": ["amount", "id"]},
-            {"name": "accounts", "fields": ["Email", "email", "id"]},
+            {"name": "Zeta", "fields": ["a", "b"], "types": {"a": "text", "b": "text"}},
+            {
+                "name": "accounting.invoices",
+                "fields": ["amount", "id"],
+                "types": {"amount": "text", "id": "text"},
+            },
+            {
+                "name": "accounts",
+                "fields": ["Email", "email", "id"],
+                "types": {"Email": "text", "email": "text", "id": "text"},
+            },
         ],
     }
 

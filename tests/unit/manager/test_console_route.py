@@ -39,8 +39,16 @@ async def test_the_page_and_its_files_carry_the_policy(h: Harness) -> None:
     assert module.headers["content-type"] == "text/javascript; charset=utf-8"
 
 
+async def test_the_address_with_a_trailing_slash_is_the_page(h: Harness) -> None:
+    """Issue 33: ``/console/`` is what people type; it serves the page, with its policy."""
+    page, slashed = await h.client.get("/console"), await h.client.get("/console/")
+    assert slashed.status_code == 200
+    assert slashed.content == page.content
+    assert slashed.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+
+
 async def test_unknown_files_are_unknown_routes(h: Harness) -> None:
-    for path in ("/console/nope.js", "/console/..%2fapp.py", "/console/", "/console/a/b.js"):
+    for path in ("/console/nope.js", "/console/..%2fapp.py", "/console//", "/console/a/b.js"):
         response = await h.client.get(path)
         assert response.status_code == 404, path
         assert response.json()["code"] == "FET-0005"

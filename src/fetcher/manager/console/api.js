@@ -76,15 +76,16 @@ export function hasToken() {
   return current !== null && tokens.has(current);
 }
 
-function headers() {
-  const sent = { Accept: "application/json" };
+function headers(extra) {
+  const sent = { Accept: "application/json", ...extra };
   if (hasToken()) sent.Authorization = `Bearer ${tokens.get(current)}`;
   if (session.config.multiTenant && current) sent["X-Tenant-ID"] = current;
   return sent;
 }
 
-/** `GET`/`POST` a path of this Manager; the parsed JSON body, or throws ApiFailure. */
-export async function request(path, { method = "GET", query } = {}) {
+/** `GET`/`POST` a path of this Manager; the parsed JSON body, or throws ApiFailure. `header`
+ * adds request headers (`X-Product-Name`). */
+export async function request(path, { method = "GET", query, header } = {}) {
   const url = new URL(path, window.location.origin);
   for (const [key, value] of Object.entries(query || {})) {
     if (value !== undefined && value !== null && value !== "") url.searchParams.set(key, value);
@@ -92,7 +93,7 @@ export async function request(path, { method = "GET", query } = {}) {
   if (url.origin !== window.location.origin) throw new Error("the console calls only its Manager");
   const response = await fetch(url, {
     method,
-    headers: headers(),
+    headers: headers(header),
     credentials: "omit",
     cache: "no-store",
   });

@@ -81,6 +81,17 @@ function testPanel(id) {
   return h("section", {}, h("h2", {}, "Test"), h("p", {}, button), result);
 }
 
+/** A field's type as the source names it (`types`, issue 33), or "". */
+function typeOf(table, field) {
+  const types = table.types && typeof table.types === "object" ? table.types : {};
+  return typeof types[field] === "string" ? types[field] : "";
+}
+
+function fieldItem(table, field) {
+  const type = typeOf(table, field);
+  return h("li", { class: "mono field" }, field, type ? h("span", { class: "field-type" }, ` ${type}`) : null);
+}
+
 function schemaTables(schema, filter) {
   const needle = filter.trim().toLowerCase();
   const tables = schema.tables.filter(
@@ -89,12 +100,14 @@ function schemaTables(schema, filter) {
   if (!tables.length) return h("p", { class: "muted" }, "No table matches.");
   return h("ul", { class: "schema" },
     tables.map((t) => h("li", {}, h("details", {}, h("summary", {}, `${t.name} (${t.fields.length})`),
-      h("ul", {}, t.fields.map((f) => h("li", { class: "mono" }, f)))))));
+      h("ul", {}, t.fields.map((f) => fieldItem(t, f)))))));
 }
 
 function schemaPanel(id) {
-  const schemas = h("input", { type: "text", name: "schemas", placeholder: "schemas (optional, comma-separated)" });
-  const filter = h("input", { type: "search", name: "filter", placeholder: "filter tables and fields" });
+  const schemas = h("input", {
+    type: "text", name: "schemas", id: "schema-names", placeholder: "optional, comma-separated",
+  });
+  const filter = h("input", { type: "search", name: "filter", id: "schema-filter", placeholder: "table or field" });
   const load = h("button", { type: "button", id: "load-schema" }, "Browse schema");
   const out = h("div", { id: "schema" });
   let loaded = null;
@@ -111,7 +124,11 @@ function schemaPanel(id) {
     }
   });
   filter.addEventListener("input", () => loaded && replace(out, schemaTables(loaded, filter.value)));
-  return h("section", {}, h("h2", {}, "Schema"), h("p", { class: "row" }, schemas, load, filter), out);
+  return h("section", {}, h("h2", {}, "Schema"),
+    h("p", { class: "row" },
+      h("label", { for: "schema-names" }, "Schemas "), schemas, load,
+      h("label", { for: "schema-filter" }, "Filter "), filter),
+    out);
 }
 
 /** `#/connections/<id>`. */

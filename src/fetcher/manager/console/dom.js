@@ -67,11 +67,12 @@ export function table(columns, rows, attrs = {}) {
   );
 }
 
-/** A local date and time for an RFC 3339 timestamp (the raw value when it does not parse). */
+/** An RFC 3339 timestamp in UTC with milliseconds and its zone, as the CLI and the logs write
+ * it (`2026-12-07T18:30:05.123Z`); the raw value when it does not parse. */
 export function when(value) {
   if (!value) return "";
   const date = new Date(value);
-  return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
+  return Number.isNaN(date.getTime()) ? String(value) : date.toISOString();
 }
 
 /** Milliseconds between two timestamps as "1.2 s", or "". */

@@ -9,11 +9,14 @@ const SHOWN = 50;
 const LIVE_MS = 3000;
 const TYPES = ["", "completed", "failed"];
 
+/** A completed event's result path (plain), or a failed one's error text (error style). */
 function summary(data) {
   if (!data || typeof data !== "object") return "";
-  if (data.result && typeof data.result.path === "string") return data.result.path;
+  if (data.result && typeof data.result.path === "string") {
+    return h("span", { class: "mono result-path" }, data.result.path);
+  }
   const error = data.metadata && data.metadata.error;
-  return error && typeof error.message === "string" ? error.message : "";
+  return error && typeof error.message === "string" ? h("span", { class: "error-text" }, error.message) : "";
 }
 
 function eventRow(item) {
@@ -24,7 +27,7 @@ function eventRow(item) {
     data.job_id ? h("a", { href: `#/jobs/${encodeURIComponent(data.job_id)}`, class: "mono" }, data.job_id) : "",
     data.metadata && data.metadata.source !== undefined ? String(data.metadata.source) : "",
     when(item.createdAt),
-    h("span", { class: "error-text" }, summary(data)),
+    summary(data),
     h("details", {}, h("summary", {}, "payload"), jsonBlock(data)),
   ];
 }

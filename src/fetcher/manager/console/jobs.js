@@ -1,5 +1,7 @@
 // Jobs: the list (`GET /v1/fetcher` with filters and a cursor) and a job's page
-// (`GET /v1/fetcher/{id}` and its feed events). Both refresh by themselves while a job runs.
+// (`GET /v1/fetcher/{id}` and its feed events). The list refreshes itself all the time (every
+// 2 s while a listed job runs, every 5 s otherwise, so a new job shows without a reload); a
+// job's page until the job ends. Nothing is requested while the tab is hidden.
 
 import { request } from "./api.js";
 import { append, badge, duration, facts, h, jsonBlock, replace, table, when } from "./dom.js";
@@ -9,6 +11,10 @@ import { failureBox } from "./view.js";
 const STATUSES = ["pending", "processing", "completed", "failed"];
 const PAGE_SIZE = 20;
 const LIVE_MS = 2000;
+const IDLE_MS = 5000;
+// The list route has no correlationId filter: the console matches it itself, reading this
+// many API pages of the other filters' jobs per page it shows (and says how many it read).
+const SEARCH_PAGES = 10;
 const ERROR_PREVIEW = 160;
 
 const running = (job) => job.status === "pending" || job.status === "processing";
@@ -31,8 +37,8 @@ function jobRow(job) {
     h("a", { href: `#/jobs/${encodeURIComponent(job.id)}`, class: "mono" }, job.id),
     job.metadata && job.metadata.source !== undefined ? String(job.metadata.source) : "",
     datasources(job),
-    when(job.createdAt),
-    job.completedAt ? duration(job.createdAt, job.completedAt) : "",
+    h("span", { class: "when" }, when(job.createdAt)),
+    h("span", { class: "when" }, job.completedAt ? duration(job.createdAt, job.completedAt) : ""),
     h("span", { class: "error-text" }, preview(errorOf(job))),
   ];
 }
@@ -49,21 +55,32 @@ function listQuery(filters, cursor) {
   };
 }
 
+/** The product filter is the `X-Product-Name` header (docs/jobs.md). */
+function listHeader(filters) {
+  return filters.product ? { "X-Product-Name": filters.product } : {};
+}
+
+const TEXT_FILTERS = ["product", "correlationId", "connectionId", "createdFrom", "createdTo"];
+
+/** Whether `job` passes the filters the console applies itself (`correlationId`). */
+function matches(filters, job) {
+  if (!filters.correlationId) return true;
+  const value = job.metadata ? job.metadata.correlationId : undefined;
+  return value !== undefined && value !== null && String(value) === filters.correlationId;
+}
+
 function filtersFrom(params) {
   const status = (params.get("status") || "").split(",").filter((s) => STATUSES.includes(s));
-  return {
-    status,
-    connectionId: params.get("connectionId") || "",
-    createdFrom: params.get("createdFrom") || "",
-    createdTo: params.get("createdTo") || "",
-  };
+  const filters = { status };
+  for (const name of TEXT_FILTERS) filters[name] = params.get(name) || "";
+  return filters;
 }
 
 function filterHash(form) {
   const params = new URLSearchParams();
   const status = STATUSES.filter((s) => form.querySelector(`input[name=status][value=${s}]`).checked);
   if (status.length) params.set("status", status.join(","));
-  for (const name of ["connectionId", "createdFrom", "createdTo"]) {
+  for (const name of TEXT_FILTERS) {
     const value = form.querySelector(`[name=${name}]`).value.trim();
     if (value) params.set(name, value);
   }
@@ -95,8 +112,11 @@ async function filterForm(filters) {
           h("input", { type: "checkbox", name: "status", value: s, checked: filters.status.includes(s) }), s),
       ),
     ),
+    h("label", {}, "Product ", h("input", { type: "text", name: "product", value: filters.product, size: 14 })),
+    h("label", {}, "Correlation ID ",
+      h("input", { type: "text", name: "correlationId", value: filters.correlationId, size: 18 })),
     h("label", {}, "Connection ", h("select", { name: "connectionId" }, await connectionOptions(filters.connectionId))),
-    h("label", {}, "Created from ", h("input", { type: "date", name: "createdFrom", value: filters.createdFrom })),
+    h("label", {}, "Created from (UTC) ", h("input", { type: "date", name: "createdFrom", value: filters.createdFrom })),
     h("label", {}, "to ", h("input", { type: "date", name: "createdTo", value: filters.createdTo })),
   );
   const apply = h("button", { type: "button", id: "apply-filters" }, "Apply");
@@ -106,27 +126,32 @@ async function filterForm(filters) {
   return append(form, [apply]);
 }
 
-/** `#/jobs?status=…`: the list; live while a listed job is pending or processing. */
+/** `#/jobs?status=…`: the list, refreshed every 2 s while a listed job is pending or
+ * processing and every 5 s otherwise. */
 export async function jobsView(root, params, life) {
   const filters = filtersFrom(params);
   const listing = h("div", { id: "job-list" });
   const more = h("button", { type: "button", id: "more-jobs", hidden: true }, "More");
+  const searched = h("p", { class: "muted", id: "job-search-note", hidden: true });
   const form = await filterForm(filters);
   if (!life.alive()) return; // the operator moved on while the connections loaded
-  replace(root, h("h1", {}, "Jobs"), form, listing, more);
-  const state = { items: [], cursor: null, pages: 0, live: false };
+  replace(root, h("h1", {}, "Jobs"), form, searched, listing, more);
+  const state = { items: [], cursor: null, pages: 0, read: 0 };
 
   async function load(pages) {
     let items = [];
     let cursor = null;
-    for (let i = 0; i < pages; i += 1) {
-      const page = await request("/v1/fetcher", { query: listQuery(filters, cursor) });
-      items = items.concat(page.items);
+    let read = 0;
+    const reads = filters.correlationId ? pages * SEARCH_PAGES : pages;
+    for (let i = 0; i < reads; i += 1) {
+      const page = await request("/v1/fetcher", { query: listQuery(filters, cursor), header: listHeader(filters) });
+      read += page.items.length;
+      items = items.concat(page.items.filter((job) => matches(filters, job)));
       cursor = page.nextCursor;
       if (!cursor) break;
     }
     if (!life.alive()) return false;
-    Object.assign(state, { items, cursor, pages });
+    Object.assign(state, { items, cursor, pages, read });
     render();
     return state.items.some(running);
   }
@@ -137,24 +162,31 @@ export async function jobsView(root, params, life) {
       ? table(["Status", "Job", "Source", "Datasources", "Created", "Took", "Error"], rows, { class: "jobs" })
       : h("p", { class: "muted" }, "No job matches these filters."));
     more.hidden = !state.cursor;
+    searched.hidden = !filters.correlationId;
+    replace(searched, `Correlation ID matched in the browser over the newest ${state.read} jobs of the other `
+      + `filters${state.cursor ? "; More searches older ones" : " (all of them)"}.`);
   }
 
-  // Refresh every loaded page while one of their jobs runs (after the first load or "More").
+  // Refresh every loaded page: sooner while one of their jobs runs. A failed refresh keeps the
+  // last good list and tries again.
   function watch(anyRunning) {
-    if (!anyRunning || state.live) return;
-    state.live = true;
-    life.repeat(LIVE_MS, async () => {
-      state.live = await load(state.pages);
-      return state.live;
+    life.after(anyRunning ? LIVE_MS : IDLE_MS, async () => {
+      let again = false;
+      try {
+        again = await load(state.pages);
+      } finally {
+        watch(again);
+      }
     });
   }
 
   more.addEventListener("click", () =>
-    load(state.pages + 1).then(watch).catch((e) => append(listing, [failureBox(e)])));
+    load(state.pages + 1).catch((e) => append(listing, [failureBox(e)])));
   try {
     watch(await load(1));
   } catch (error) {
     replace(listing, failureBox(error));
+    watch(false);
   }
 }
 

@@ -52,7 +52,7 @@ function tokenForm() {
     renderSession();
     route();
   });
-  return [input, use];
+  return [h("label", { for: "token" }, "Bearer token "), input, use];
 }
 
 function tenantPicker() {

@@ -6,25 +6,48 @@ import { h } from "./dom.js";
 
 let generation = 0;
 
-/** A new page lifetime: the previous page's timers stop at their next tick. */
+/** A new page lifetime: the previous page's timers stop at their next tick. While the tab is
+ * hidden no timer calls its function: it waits, and runs as soon as the tab shows again. */
 export function newLifetime() {
   generation += 1;
   const mine = generation;
-  return {
-    alive: () => mine === generation,
-    /** Call `fn` every `ms` while this page is shown and `fn` returns true. */
-    repeat(ms, fn) {
+  const alive = () => mine === generation;
+  /** Call `fn` once, `ms` from now, if this page is still shown (at once when the tab shows
+   * again, if it was hidden meanwhile). Returns `fn`'s result, false on failure or when the
+   * page is gone. */
+  const after = (ms, fn) =>
+    new Promise((resolve) => {
       const tick = async () => {
-        if (mine !== generation) return;
-        let again = false;
-        try {
-          again = await fn();
-        } catch {
-          again = true; // a failed refresh tries again; the page shows the last good state
+        if (!alive()) return resolve(false);
+        if (document.hidden) {
+          document.addEventListener("visibilitychange", tick, { once: true });
+          return undefined;
         }
-        if (again && mine === generation) setTimeout(tick, ms);
+        try {
+          return resolve(await fn());
+        } catch {
+          return resolve(false); // a failed refresh: the page keeps its last good state
+        }
       };
       setTimeout(tick, ms);
+    });
+  return {
+    alive,
+    after,
+    /** Call `fn` every `ms` while this page is shown and `fn` returns true (a failed call
+     * tries again). */
+    repeat(ms, fn) {
+      const again = async () => {
+        const more = await after(ms, async () => {
+          try {
+            return await fn();
+          } catch {
+            return true;
+          }
+        });
+        if (more && alive()) again();
+      };
+      again();
     },
   };
 }

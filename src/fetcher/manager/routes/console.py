@@ -5,8 +5,9 @@ talks only to this Manager's own API, with the same bearer token and checks as a
 module only serves its files; every piece of data it shows comes from the public routes.
 
 * Files: an allow-list read once from ``fetcher/manager/console/`` (package data), so no path
-  from a request ever reaches the filesystem. ``GET /console`` is the page; ``GET
-  /console/<name>`` one of its files; any other name is the §2.1 unknown route (404 FET-0005).
+  from a request ever reaches the filesystem. ``GET /console`` (and ``GET /console/``, the
+  address people type) is the page; ``GET /console/<name>`` one of its files; any other name
+  is the §2.1 unknown route (404 FET-0005).
 * ``GET /console/config.json``: what the page needs to know before its first API call: the
   authentication mode (``jwt``: ask for a token), multi-tenant mode and the tenant claim's name
   (to label the tenant picker). No secret, nothing a request can influence.
@@ -89,8 +90,10 @@ def _file(name: str) -> Response:
 
 
 @router.get(CONSOLE_PATH)
+@router.get(CONSOLE_PATH + "/")
 async def console_page() -> Response:
-    """The page itself (``index.html``)."""
+    """The page itself (``index.html``), at ``/console`` and ``/console/`` alike: the page's
+    own files are named by absolute paths, so it works from either address."""
     return _file("index.html")
 
 

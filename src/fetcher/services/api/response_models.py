@@ -93,6 +93,10 @@ class TestResult(_Strict):
 class SchemaTable(_Strict):
     name: str
     fields: list[str]
+    #: Each field's type as the source names it (``integer``, ``timestamptz``, ``objectId``),
+    #: or its §5.3 family where the source names none; informative (issue 33: the console's
+    #: schema browser shows it).
+    types: dict[str, str]
 
 
 class SchemaResponse(_Strict):

@@ -62,6 +62,15 @@ def _result_key(engine: EngineType, table: TableSchema, default_schema: str) -> 
     return parsed.result_key(engine, default_schema)
 
 
+def _types(table: TableSchema) -> dict[str, str]:
+    """Field → its native type (its family when the source names none), sorted like
+    ``fields``; the first column of a name wins, as ``fields`` holds each name once."""
+    types: dict[str, str] = {}
+    for column in table.columns:
+        types.setdefault(column.name, column.native_type or column.family.value)
+    return dict(sorted(types.items()))
+
+
 def schema_body(
     *,
     connection_id: str,
@@ -76,6 +85,7 @@ def schema_body(
             {
                 "name": _result_key(engine, table, discovered.default_schema),
                 "fields": sorted({c.name for c in table.columns}),
+                "types": _types(table),
             }
             for table in discovered.tables
         ),

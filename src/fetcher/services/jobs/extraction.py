@@ -43,6 +43,7 @@ from fetcher.services.events.job_events import (
     failed_event,
 )
 from fetcher.services.infrastructure import ObjectStore, ObjectWriter
+from fetcher.services.jobs.failure_summary import FailureSummary, summarise_failure
 from fetcher.services.log_context import bind_log_context, id_list, log_context
 from fetcher.services.metrics import Metrics
 from fetcher.services.records import JobRecord
@@ -50,7 +51,7 @@ from fetcher.services.store_roles import ConnectionLookup, JobStore
 from fetcher.services.timeutil import SystemClock
 from fetcher.services.tracing import current_span, mark_failed, span, with_trace_context
 
-__all__ = ["ExtractionService", "object_key"]
+__all__ = ["ExtractionService", "log_job_failed", "object_key"]
 
 log = logging.getLogger(__name__)
 
@@ -388,7 +389,8 @@ class ExtractionService:
     async def _fail(self, job: JobRecord, error: str) -> str:
         now = self.clock.now()
         event = failed_event(self.events, job.id, job.metadata_json, error, now, tenant=job.tenant)
-        mark_failed(current_span(), error)  # the job's span: ``error`` is the redacted §4.5 text
+        summary = summarise_failure(error)  # §4.5's text stays on the job and its event
+        mark_failed(current_span(), summary.message, summary.category)
         with span("record job.failed"):
             done = await self.store.fail_job(
                 job.id,
@@ -399,9 +401,22 @@ class ExtractionService:
             )
         if done:
             self.on_commit()
-            log.info("job failed: %s", error, extra=LOG_REDACTED)  # the redacted §4.5 text
+            log_job_failed(summary)
             return "failed"
-        log.warning(  # ``error`` is the redacted §4.5 text
-            "job %s was no longer processing when it failed: %s", job.id, error, extra=LOG_REDACTED
+        log.warning(
+            "job %s was no longer processing when it failed: %s",
+            job.id,
+            summary.message,
+            extra={**LOG_REDACTED, "error_category": summary.category},
         )
         return "lost"
+
+
+def log_job_failed(summary: FailureSummary, job_id: str | None = None) -> None:
+    """The one ``job failed`` line (at warning, so level-based alerts see every failure): the
+    §4.5 category and the value-free summary, never the failure text itself. ``job_id`` is
+    for callers outside the job's bound log context."""
+    extra: dict[str, object] = {**LOG_REDACTED, "error_category": summary.category}
+    if job_id is not None:
+        extra["job_id"] = job_id
+    log.warning("job failed: %s", summary.message, extra=extra)
