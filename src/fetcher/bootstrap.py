@@ -28,7 +28,7 @@ from fetcher.adapters.objectstore.local import LocalObjectStore
 from fetcher.adapters.spool import EncryptedSpoolFactory
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.adapters.store.sqlite import SqliteMetadataStore
-from fetcher.adapters.tracing import install_tracing  # re-exported: hosts never import adapters
+from fetcher.adapters.tracing import install_tracing
 from fetcher.crypto import Redactor
 from fetcher.engine import DEFAULT_LIMITS, ConnectionDescriptor, ConnectorRegistry, Engine, Limits
 from fetcher.services.connections.catalog import ConnectionCatalog
@@ -57,6 +57,7 @@ from fetcher.services.jobs.extraction import ExtractionService
 from fetcher.services.jobs.listing import JobListService
 from fetcher.services.jobs.reaper import StaleJobReaper
 from fetcher.services.jobs.service import JobService
+from fetcher.services.jobs.work_handler import WorkHandler
 from fetcher.services.metrics import Metrics
 from fetcher.services.store_roles import (
     ConnectionStore,
@@ -80,7 +81,6 @@ __all__ = [
     "WorkerParts",
     "assemble_runtime",
     "build_runtime",
-    "install_tracing",
 ]
 
 #: A readiness probe (§2.10): returns normally when up, raises with a reason when down.
@@ -131,7 +131,7 @@ class Runtime:
 @dataclass
 class WorkerParts:
     """What runs the Worker side (Worker and embedded modes). ``republisher`` carries §7.4
-    row 7 retries back to the work queue."""
+    row 7 retries back to the work queue; ``handler`` takes each delivery (§7.4, §4.2)."""
 
     extraction: ExtractionService
     relay: OutboxRelay
@@ -139,6 +139,7 @@ class WorkerParts:
     source: WorkSource
     republisher: WorkPublisher
     objects: ObjectStore
+    handler: WorkHandler
 
 
 @dataclass
@@ -159,8 +160,12 @@ async def build_runtime(
     registry: ConnectorRegistry | None = None,
     lifecycle: Lifecycle | None = None,
 ) -> AsyncIterator[Runtime]:
-    """Open every resource the mode needs; close them all, in reverse, on exit."""
+    """Install tracing (issue 22: a no-op unless ``TRACING_ENABLED``; once per process), then
+    open every resource the mode needs; close them all in reverse on exit, and flush the spans
+    last, the closing steps' included."""
     async with AsyncExitStack() as stack:
+        flush_spans = install_tracing(settings.tracing)
+        stack.push_async_callback(asyncio.to_thread, flush_spans)  # the flush blocks
         store = await stack.enter_async_context(_open_store(settings))
         await store.migrate()
         await log_name_collisions(
@@ -460,13 +465,7 @@ def _worker_parts(
     §7.4 retries back to the work queue; ``cipher``, ``events``, ``metrics``, ``max_limits``
     and ``internal`` are the ones the front services use too. A committed terminal transition
     wakes the outbox relay and the feed's long-polls."""
-    relay = OutboxRelay(
-        store=store,
-        publisher=publisher,
-        keys=settings.keys,
-        exchange=settings.events_exchange,
-        metrics=metrics,
-    )
+    relay = _relay(settings, store, publisher, metrics)
 
     def committed() -> None:
         relay.kick()
@@ -492,11 +491,61 @@ def _worker_parts(
         ssrf_guard=settings.ssrf_guard,
         b64encode=pybase64.b64encode,  # SIMD, the standard library's bytes (tests/unit/crypto)
     )
-    reaper = StaleJobReaper(
+    reaper = _reaper(settings, store, events, max_limits)
+    handler = _work_handler(
+        settings,
+        store=store,
+        extraction=extraction,
+        republisher=republisher,
+        events=events,
+        metrics=metrics,
+    )
+    return WorkerParts(extraction, relay, reaper, source, republisher, objects, handler)
+
+
+def _relay(
+    settings: Settings, store: MetadataStore, publisher: EventPublisher, metrics: Metrics
+) -> OutboxRelay:
+    """§8.6: publishes each committed event right away, and repairs what a crash left."""
+    return OutboxRelay(
+        store=store,
+        publisher=publisher,
+        keys=settings.keys,
+        exchange=settings.events_exchange,
+        metrics=metrics,
+    )
+
+
+def _reaper(
+    settings: Settings, store: MetadataStore, events: EventContext, max_limits: Limits
+) -> StaleJobReaper:
+    """§4.4: fails stale ``pending`` and ``processing`` jobs, each with its one event."""
+    return StaleJobReaper(
         store=store,
         events=events,
         max_limits=max_limits,
         pending_timeout=settings.pending_timeout,
         storage_timeout=settings.storage_timeout,
     )
-    return WorkerParts(extraction, relay, reaper, source, republisher, objects)
+
+
+def _work_handler(
+    settings: Settings,
+    *,
+    store: MetadataStore,
+    extraction: ExtractionService,
+    republisher: WorkPublisher,
+    events: EventContext,
+    metrics: Metrics,
+) -> WorkHandler:
+    """The Worker's handler of each delivery: verify (§7.4), claim (§4.2), extract, ack."""
+    return WorkHandler(
+        store=store,
+        extraction=extraction,
+        republisher=republisher,
+        internal_key=settings.keys.internal_hmac,
+        events=events,
+        metrics=metrics,
+        pending_timeout=settings.pending_timeout,
+        multi_tenant=settings.multi_tenant,
+    )

@@ -5,8 +5,11 @@
 and an OTLP exporter over HTTP/protobuf or gRPC. With tracing off it does nothing and imports
 nothing of the SDK: the API's spans stay no-ops (:mod:`fetcher.services.tracing`).
 
-The returned callable flushes and stops the exporter; the host calls it when it stops, so the
-last job's spans are sent before the process exits.
+The composition root installs it each time it builds a runtime, which it may retry while a
+dependency is down: the provider is installed once per process (OpenTelemetry refuses a second
+one) and every later call returns the same flush. The returned callable sends the spans ended so
+far; the runtime calls it when it closes, and the provider stops at interpreter exit
+(``shutdown_on_exit``), so the last job's spans leave before the process does.
 """
 
 from __future__ import annotations
@@ -26,12 +29,17 @@ if TYPE_CHECKING:
 
 __all__ = ["install_tracing"]
 
+#: The flush of the provider this process installed, once it has one.
+_installed: list[Callable[[], None]] = []
+
 
 def install_tracing(settings: TracingSettings) -> Callable[[], None]:
     """Install the SDK provider when ``settings.enabled``; returns its shutdown (a no-op
     when tracing is off)."""
     if not settings.enabled:
         return lambda: None
+    if _installed:
+        return _installed[0]
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -47,7 +55,12 @@ def install_tracing(settings: TracingSettings) -> Callable[[], None]:
     provider.add_span_processor(BatchSpanProcessor(_exporter(settings)))
     trace.set_tracer_provider(provider)
     enable_tracing()
-    return provider.shutdown
+
+    def flush() -> None:
+        provider.force_flush()
+
+    _installed.append(flush)
+    return flush
 
 
 def _sampler(settings: TracingSettings) -> Sampler:

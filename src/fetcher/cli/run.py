@@ -26,7 +26,7 @@ from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from fetcher import __version__
-from fetcher.bootstrap import Lifecycle, Runtime, build_runtime, install_tracing
+from fetcher.bootstrap import Lifecycle, Runtime, build_runtime
 from fetcher.cli.arguments import parse_or_exit_code
 from fetcher.cli.logs import configure_logging
 from fetcher.cli.startup import FrontApp
@@ -120,15 +120,12 @@ async def _serve_until_signal(settings: Settings) -> int:
         warn_if_unauthenticated(settings)
         sock = _listen_or_refuse(settings.server_host, settings.server_port)
     log_startup(settings, sock)
-    stop_tracing = install_tracing(settings.tracing)  # issue 22: a no-op unless enabled
     try:
         async with running(settings, sockets=[sock], stop=stop) as runtime:
             await stop.wait()
             runtime.lifecycle.draining.set()
     except _StoppedWhileStarting:
         return 0
-    finally:
-        await asyncio.to_thread(stop_tracing)  # flushes the last spans (blocking I/O)
     return 0
 
 

@@ -15,11 +15,10 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from fetcher.bootstrap import Runtime, WorkerParts
-from fetcher.services.events.job_events import EventContext
 from fetcher.services.infrastructure import Delivery
 from fetcher.services.jobs.reaper import ABANDONED
+from fetcher.services.jobs.work_handler import WorkHandler
 from fetcher.services.jobs.work_messages import work_message_body, work_message_headers
-from fetcher.worker.handlers import WorkHandler
 
 __all__ = ["recover_embedded_jobs", "run_worker", "tune_gc", "work_handler"]
 
@@ -34,18 +33,8 @@ GC_YOUNG_THRESHOLD = 50_000
 
 
 def work_handler(runtime: Runtime) -> WorkHandler:
-    parts = _parts(runtime)
-    settings = runtime.settings
-    return WorkHandler(
-        store=runtime.store,
-        extraction=parts.extraction,
-        republisher=parts.republisher,
-        internal_key=settings.keys.internal_hmac,
-        events=EventContext(settings.ce_source, settings.events_exchange),
-        metrics=runtime.metrics,
-        pending_timeout=settings.pending_timeout,
-        multi_tenant=settings.multi_tenant,
-    )
+    """The handler the composition root built for this runtime's Worker side."""
+    return _parts(runtime).handler
 
 
 def _parts(runtime: Runtime) -> WorkerParts:

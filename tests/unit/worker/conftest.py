@@ -20,12 +20,12 @@ from fetcher.services.events.outbox import OutboxRelay
 from fetcher.services.jobs.extraction import ExtractionService
 from fetcher.services.jobs.reaper import StaleJobReaper
 from fetcher.services.jobs.service import JobService
+from fetcher.services.jobs.work_handler import WorkHandler
 from fetcher.services.principal import ANONYMOUS
 from fetcher.services.records import ConnectionRecord
 from fetcher.services.testing import RecordingPublisher
 from fetcher.services.timeutil import SystemClock, new_id
 from fetcher.settings import Settings
-from fetcher.worker.handlers import WorkHandler
 from fetcher.worker.main import work_handler
 
 MASTER = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="

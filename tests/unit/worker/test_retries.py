@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 from fetcher.crypto import sign_message
+from fetcher.services.jobs import work_handler as handlers
 from fetcher.services.store_roles import StoreUnavailableError
-from fetcher.worker import handlers
 from tests.unit.worker.conftest import QUEUE, FakeDelivery, World
 
 MAPPED = {"pg": {"public.accounts": ["id", "balance"]}}
