@@ -93,13 +93,19 @@ def _parser() -> argparse.ArgumentParser:
         "refuses, cannot be reached, answers something unusable or not within --timeout. "
         "Every server value is escaped before it is written.",
     )
-    parser.add_argument("--status", help="pending, processing, completed, failed (comma list)")
+    parser.add_argument(
+        "--status", metavar="S[,S]", help="pending, processing, completed, failed (comma list)"
+    )
     parser.add_argument(
         "--connection", metavar="NAME|ID", help="jobs that used this connection (name or ID)"
     )
-    parser.add_argument("--since", type=moment_text, help=f"created at or after: {MOMENT_HELP}")
-    parser.add_argument("--until", type=moment_text, help=f"created at or before: {MOMENT_HELP}")
-    parser.add_argument("--product", help="only this product's jobs (X-Product-Name)")
+    parser.add_argument(
+        "--since", type=moment_text, metavar="WHEN", help=f"created at or after: {MOMENT_HELP}"
+    )
+    parser.add_argument(
+        "--until", type=moment_text, metavar="WHEN", help=f"created at or before: {MOMENT_HELP}"
+    )
+    parser.add_argument("--product", metavar="P", help="only this product's jobs (X-Product-Name)")
     count = parser.add_mutually_exclusive_group()
     count.add_argument(
         "--limit",
@@ -118,7 +124,9 @@ def _parser() -> argparse.ArgumentParser:
         help=f"give up after this long for the whole listing (default {DEFAULT_TIMEOUT:g})",
     )
     parser.add_argument(
-        "--api", help=f"Manager base URL (default: FETCHER_API_URL, else {DEFAULT_API_URL})"
+        "--api",
+        metavar="URL",
+        help=f"Manager base URL (default: FETCHER_API_URL, else {DEFAULT_API_URL})",
     )
     token_arguments(parser)
     return parser
@@ -250,7 +258,7 @@ def jobs_command(
     ``now`` exist for tests."""
     out = stdout or sys.stdout
     if argv[:1] in (["-h"], ["--help"]):
-        out.write(_USAGE + "\n" + _parser().format_help())
+        out.write(_parser().format_help())
         return 0
     if argv[:1] != ["list"]:
         stderr.write(_USAGE)

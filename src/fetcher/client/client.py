@@ -243,9 +243,7 @@ class FetcherClient(_Base):
         """``client.jobs.list(status="failed")``: every matching job, following the cursor."""
         return Jobs(self._job_page)
 
-    def wait(
-        self, job_id: str, *, timeout: float = 300.0, poll_interval: float = 0.25
-    ) -> Job:
+    def wait(self, job_id: str, *, timeout: float = 300.0, poll_interval: float = 0.25) -> Job:
         """Poll until the job is ``completed`` or ``failed``; ``WaitTimeoutError`` after
         ``timeout`` seconds. Intervals double from ``poll_interval`` up to 2 s."""
         deadline, backoff = time.monotonic() + timeout, Backoff(poll_interval, 2.0)
@@ -407,9 +405,7 @@ class AsyncFetcherClient(_Base):
         """One page of ``GET /v1/fetcher``; :attr:`jobs` iterates over every page."""
         return await self._job_page(job_query(**filters), product)
 
-    async def _job_page(
-        self, query: dict[str, object | None], product: str | None
-    ) -> JobListPage:
+    async def _job_page(self, query: dict[str, object | None], product: str | None) -> JobListPage:
         headers = {"X-Product-Name": product}
         return JobListPage(await self._do("list_jobs", query=query, headers=headers))
 
