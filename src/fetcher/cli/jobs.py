@@ -55,9 +55,8 @@ EXIT_CONFIG, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2, 2
 DEFAULT_LIMIT, MAX_LIMIT = 50, 10_000
 DEFAULT_TIMEOUT, MAX_TIMEOUT = 60.0, 86_400.0
 _SERVER_PAGE = 20
-#: The connection list is read in pages of this size when a name is resolved, at most
-#: ``_MAX_CONNECTION_PAGES`` of them.
-_CONNECTION_PAGE, _MAX_CONNECTION_PAGES = 100, 100
+#: The most connection-list pages read to resolve a name.
+_MAX_CONNECTION_PAGES = 1000
 #: The API's parameter names → the options the user typed (error messages name the latter).
 _OPTION_OF = {
     "createdFrom": "--since",
@@ -140,6 +139,8 @@ _WIDTHS = (20, 36, 10, 12)
 _HEADER = ("CREATED", "ID", "STATUS", "PRODUCT", "ERROR")
 _GAP = "  "
 _MIN_ERROR = 5
+#: How much of an error text is escaped before the cell is cut (a row never costs more).
+_ERROR_SCAN = 1000
 
 
 def _cut(text: str, width: int) -> str:
@@ -178,7 +179,7 @@ class _Table:
                 printable(job.id),
                 printable(job.status),
                 "-" if job.product is None else printable(job.product),
-                "-" if error is None else printable(error),
+                "-" if error is None else printable(error, max_chars=_ERROR_SCAN),
             )
         )
 
@@ -201,7 +202,9 @@ def _connection_id(client: FetcherClient, name: str, product: str | None) -> str
     if is_uuid(name):
         return name
     for page in range(1, _MAX_CONNECTION_PAGES + 1):
-        answer: Any = client.list_connections(product=product, limit=_CONNECTION_PAGE, page=page)
+        # The server's default page size: a deployment's MAX_PAGINATION_LIMIT may be lower
+        # than any size chosen here.
+        answer: Any = client.list_connections(product=product, page=page)
         items = answer.get("items") if isinstance(answer, dict) else None
         if not isinstance(items, list):
             raise InvalidAnswerError("the connection list answered a page without an items list")
@@ -211,8 +214,10 @@ def _connection_id(client: FetcherClient, name: str, product: str | None) -> str
                 if not is_uuid(found):
                     raise InvalidAnswerError("the connection list answered an ID that is no UUID")
                 return str(found)
-        total = answer.get("total")
-        if not items or not isinstance(total, int) or page * _CONNECTION_PAGE >= total:
+        total, size = answer.get("total"), answer.get("limit")
+        if not items or not isinstance(total, int) or not isinstance(size, int):
+            break
+        if page * size >= total:
             break
     raise ConfigError(f"--connection: no connection is named '{printable(name, max_chars=100)}'")
 
