@@ -176,7 +176,16 @@ def test_events_tail_plain_escapes_every_field_and_flags_what_it_cannot_trust(
     tmp_path: Path,
 ) -> None:
     with HostileHttpServer({"/v1/events": hostile_feed()}) as server:
-        run = fetcher(cli_env(tmp_path), "events", "tail", "--feed", server.url, "--count", "2")
+        run = fetcher(
+            cli_env(tmp_path),
+            "events",
+            "tail",
+            "--from-start",
+            "--feed",
+            server.url,
+            "--count",
+            "2",
+        )
     assert run.code == 0, run.stderr
     text = run.stdout.decode()
     assert_terminal_safe(text)
@@ -196,7 +205,9 @@ def test_events_tail_json_is_terminal_safe_and_decodes_to_the_server_values(
 ) -> None:
     with HostileHttpServer({"/v1/events": hostile_feed()}) as server:
         env = cli_env(tmp_path)
-        run = fetcher(env, "events", "tail", "--feed", server.url, "--count", "2", "--json")
+        run = fetcher(
+            env, "events", "tail", "--from-start", "--feed", server.url, "--count", "2", "--json"
+        )
     assert run.code == 0, run.stderr
     assert_terminal_safe(run.stdout.decode())
     completed, failed = (json.loads(line) for line in run.stdout.decode().splitlines())
@@ -221,7 +232,7 @@ def test_rejections_and_errors_from_the_server_are_escaped(tmp_path: Path) -> No
     with HostileHttpServer({"/v1/events": rejected_page}) as server:
         env = cli_env(tmp_path)
         first = subprocess.Popen(  # noqa: S603 - our own console script, fixed argv
-            [FETCHER_BIN, "events", "tail", "--feed", server.url, "--count", "1"],
+            [FETCHER_BIN, "events", "tail", "--from-start", "--feed", server.url, "--count", "1"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -232,7 +243,7 @@ def test_rejections_and_errors_from_the_server_are_escaped(tmp_path: Path) -> No
         first.terminate()
         _, err = first.communicate(timeout=30)
         server.routes["/v1/events"] = error
-        failed = fetcher(env, "events", "tail", "--feed", server.url)
+        failed = fetcher(env, "events", "tail", "--from-start", "--feed", server.url)
     assert "rejected cursor 1\\x1b[2J:" in err.decode()
     assert_terminal_safe(err.decode())
     assert_one_error_line(failed, "no\\x1b[2J\\u202ewhere")
@@ -244,14 +255,14 @@ def test_rejections_and_errors_from_the_server_are_escaped(tmp_path: Path) -> No
 def test_a_300_mb_feed_page_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     huge_next = streamed_json(b'{"items":[],"next":"', b"9", HUGE, b'"}')
     with HostileHttpServer({"/v1/events": huge_next}) as server:
-        run = fetcher(cli_env(tmp_path), "events", "tail", "--feed", server.url)
+        run = fetcher(cli_env(tmp_path), "events", "tail", "--from-start", "--feed", server.url)
     assert_one_error_line(run, "exceeds 16777216 bytes")
     assert run.peak_rss < RSS_BOUND, f"peak RSS {run.peak_rss / MIB:.0f} MiB"
 
 
 def test_a_feed_page_with_a_next_that_is_no_cursor_is_refused(tmp_path: Path) -> None:
     with HostileHttpServer({"/v1/events": Answer.json({"items": [], "next": "1/../x"})}) as srv:
-        run = fetcher(cli_env(tmp_path), "events", "tail", "--feed", srv.url)
+        run = fetcher(cli_env(tmp_path), "events", "tail", "--from-start", "--feed", srv.url)
     assert_one_error_line(run, "next cursor that is not 1-18 digits")
 
 
@@ -263,13 +274,18 @@ def test_a_300_mb_job_answer_is_refused_in_bounded_memory(tmp_path: Path) -> Non
     assert run.peak_rss < RSS_BOUND, f"peak RSS {run.peak_rss / MIB:.0f} MiB"
 
 
+def job_answer(status: str) -> dict[str, str]:
+    """A job answer (§4.6's required text keys) with the server's ``status``."""
+    return {"id": JOB_ID, "status": status, "createdAt": "2026-12-04T10:00:00.000Z"}
+
+
 @pytest.mark.parametrize(
     ("answer", "fragment"),
     [
         (Answer([b"{not json"]), "is not JSON"),
         (Answer.json(["a", "list"]), "the job answer is not a JSON object"),
-        (Answer.json({"status": "\x1b]0;PWNED\x07running"}), "is \\x1b]0;PWNED\\x07running"),
-        (Answer.json({"status": "r" * 1_000_000}), "… (998062 more characters)"),
+        (Answer.json(job_answer("\x1b]0;PWNED\x07running")), "is \\x1b]0;PWNED\\x07running"),
+        (Answer.json(job_answer("r" * 1_000_000)), "… (998062 more characters)"),
     ],
 )
 def test_an_unusable_job_answer_is_one_escaped_line(
@@ -310,8 +326,10 @@ def forged() -> bytes:
 def test_a_forged_event_is_flagged_and_require_verified_refuses_it(tmp_path: Path) -> None:
     with HostileHttpServer({"/v1/events": page(feed_item(7, forged()))}) as server:
         env = cli_env(tmp_path)
-        shown = fetcher(env, "events", "tail", "--feed", server.url, "--count", "1")
-        refused = fetcher(env, "events", "tail", "--feed", server.url, "--require-verified")
+        shown = fetcher(env, "events", "tail", "--from-start", "--feed", server.url, "--count", "1")
+        refused = fetcher(
+            env, "events", "tail", "--from-start", "--feed", server.url, "--require-verified"
+        )
     assert shown.code == 0, shown.stderr
     assert (
         shown.stdout.decode()
@@ -341,8 +359,12 @@ def test_feed_items_with_signing_headers_are_verified_or_flagged_bad(tmp_path: P
     bad = _signed_item(2, forged(), signature="0" * 64)
     with HostileHttpServer({"/v1/events": page(good, bad)}) as server:
         env = cli_env(tmp_path)
-        run = fetcher(env, "events", "tail", "--feed", server.url, "--count", "2", "--json")
-        strict = fetcher(env, "events", "tail", "--feed", server.url, "--require-verified")
+        run = fetcher(
+            env, "events", "tail", "--from-start", "--feed", server.url, "--count", "2", "--json"
+        )
+        strict = fetcher(
+            env, "events", "tail", "--from-start", "--feed", server.url, "--require-verified"
+        )
     assert run.code == 0, run.stderr
     first, second = (json.loads(line) for line in run.stdout.decode().splitlines())
     assert (first["verified"], "unverified" in first, first["job_id_is_uuid"]) == (
@@ -358,7 +380,7 @@ def test_feed_items_with_signing_headers_are_verified_or_flagged_bad(tmp_path: P
 def test_result_get_never_writes_a_result_whose_hmac_does_not_verify(tmp_path: Path) -> None:
     plain = document_bytes({"pg": {"t": [{"a": 1}]}})
     key, _ = store_document(tmp_path / "objects", KEYS, plain)
-    job = {"jobId": JOB_ID, "status": "completed", "resultPath": key, "resultHmac": "0" * 64}
+    job = {**job_answer("completed"), "resultPath": key, "resultHmac": "0" * 64}
     out = tmp_path / "out.json"
     with HostileHttpServer({f"/v1/fetcher/{JOB_ID}": Answer.json(job)}) as server:
         env = cli_env(tmp_path)

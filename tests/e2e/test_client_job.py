@@ -1,6 +1,6 @@
 """The typed client drives a whole job against the real stack — create a connection, submit,
-wait, open the verified result — in the few lines docs/events.md shows (issue 9;
-tests/architecture/test_docs.py keeps the two equal)."""
+wait, open the verified result — in a few lines of user code, with PostgreSQL and S3 (issue 9;
+docs/events.md's own blocks, on a local folder, run in tests/e2e/test_doc_snippets.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ pytestmark = E2E
 async def user_code(
     url: str, name: str, src: Database, keys: ConsumerKeys, s3: S3Source
 ) -> tuple[Any, Any, list[dict[str, Any]]]:
-    """docs/events.md's user code (11 lines between the markers)."""
+    """What a user writes against PostgreSQL and S3."""
     # --- user code -----------------------------------------------------------------------
     async with AsyncFetcherClient(url) as api, s3:
         await api.create_connection(

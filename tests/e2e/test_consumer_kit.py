@@ -30,6 +30,7 @@ from fetcher.consumer import (
     ResultRef,
     S3Source,
     open_result,
+    open_result_sync,
     verify_event,
 )
 from tests.e2e.conftest import E2E, SOURCE_CONFIG
@@ -141,6 +142,21 @@ async def test_result_rows_equal_the_source_query(stack: Stack, jobs: Jobs) -> N
     entries = tables[SOURCE_CONFIG, "ledger.entries"]
     assert by("entry_id", entries) == by("entry_id", expected_entries)
     assert sum(len(v) for v in tables.values()) == event.result.row_count
+
+
+async def test_a_sync_program_opens_the_same_result_from_s3(stack: Stack, jobs: Jobs) -> None:
+    """``open_result_sync`` with an S3Source it opens itself (a plain thread, no event loop):
+    the same verified rows as the async form."""
+    event = verify(stack, jobs.completed)
+    async with s3_source(stack) as s3, await open_result(event, s3, kit_keys(stack)) as result:
+        expected = list(result.rows())
+
+    def sync_program() -> list[tuple[str, str, dict[str, Any]]]:
+        with open_result_sync(jobs.job, s3_source(stack), kit_keys(stack)) as opened:
+            return list(opened.rows())
+
+    assert await asyncio.to_thread(sync_program) == expected
+    assert len(expected) == event.result.row_count
 
 
 def _flip_one_byte(stored: bytes) -> bytes:

@@ -34,9 +34,9 @@ from fetcher.client import (
     AsyncFetcherClient,
     AuthenticationError,
     FetcherClient,
+    Job,
     PermissionDeniedError,
 )
-from fetcher.client.types import JobResponse
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import FETCHER_BIN, MASTER_KEY, FetcherProcess, embedded_fetcher
 from tests.fakes.jwks_harness import SECRET_B64
@@ -70,14 +70,14 @@ class Protected:
     admin: str
     reader: str
     connection_id: str
-    job: JobResponse
+    job: Job
 
     @property
     def tokens(self) -> tuple[str, str]:
         return self.admin, self.reader
 
 
-def drive_a_job(base_url: str, token: str, database: Path) -> tuple[str, JobResponse]:
+def drive_a_job(base_url: str, token: str, database: Path) -> tuple[str, Job]:
     """The sync client as a user writes it: create, read back, submit, wait."""
     with FetcherClient(base_url, token=token) as api:
         created = api.create_connection(
@@ -241,7 +241,7 @@ async def test_events_tail_follows_a_rotated_token_file(tmp_path: Path) -> None:
                     )
                 meta = {"source": "payments", "n": n}
                 job = api.submit({"ledger": {"accounts": ["*"]}}, metadata=meta).job_id
-                return api.wait(job, timeout=60)["id"]
+                return api.wait(job, timeout=60).id
 
         jobs = [await asyncio.to_thread(submit, 1)]
         # Minted only now, so that a slow start of the process or of the first job cannot use

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ["Answer", "HostileHttpServer", "streamed_json"]
+__all__ = ["Answer", "HostileHttpServer", "streamed_json", "trickled"]
 
 MIB = 1024 * 1024
 
@@ -49,6 +50,19 @@ def streamed_json(head: bytes, filler: bytes, size: int, tail: bytes) -> Answer:
             yield piece
             sent += len(piece)
         yield tail
+
+    return Answer(_Replayable(parts))
+
+
+def trickled(body: bytes, every: float) -> Answer:
+    """``body`` one byte at a time, ``every`` seconds apart: an answer that never trips a
+    read timeout longer than ``every`` and takes ``len(body) × every`` seconds to arrive."""
+
+    def parts() -> Iterator[bytes]:
+        for index in range(len(body)):
+            if index:
+                time.sleep(every)
+            yield body[index : index + 1]
 
     return Answer(_Replayable(parts))
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -21,6 +23,7 @@ import httpx
 
 from fetcher.cli.arguments import parse_or_exit_code
 from fetcher.cli.demo_data import build_sample_database
+from fetcher.cli.demo_keep import Kept, kept_instructions
 from fetcher.cli.run import configured_settings, listen_socket, running, startup_refused
 from fetcher.cli.terminal import json_document_text, printable
 from fetcher.crypto import KeySet, decrypt_object, generate_master_key, hmac_hex
@@ -59,10 +62,20 @@ def demo_command(argv: list[str], env: dict[str, str]) -> int:
         return parsed
     keep = bool(parsed.keep)
     workdir = Path(tempfile.mkdtemp(prefix="fetcher-demo-"))
+    try:
+        return _run_in(workdir, env, keep=keep)
+    finally:
+        # Everything the demo made (the sample, the metadata store, the objects) is gone when
+        # it ends: after the last step, or on Ctrl-C / SIGTERM with --keep.
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_in(workdir: Path, env: dict[str, str], *, keep: bool) -> int:
     sample_dir = workdir / "samples"
     sample_dir.mkdir()
     key = env.get("APP_ENC_KEY", "").strip()
-    if not key:
+    throwaway = not key
+    if throwaway:
         key = generate_master_key()
         print("APP_ENC_KEY is not set: using a throwaway master key for this run.")
     demo_env = {
@@ -79,16 +92,23 @@ def demo_command(argv: list[str], env: dict[str, str]) -> int:
         settings = configured_settings(demo_env)
     except StartupRefused as refusal:
         return startup_refused(refusal)
+    kept = Kept(key, throwaway) if keep else None
     try:
-        asyncio.run(_demo(settings, sample_dir, workdir, keep=keep))
+        asyncio.run(_demo(settings, sample_dir, workdir, kept=kept))
     except DemoFailure as failure:
         print(f"\ndemo FAILED: {printable(failure)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C before --keep's handlers were installed
+        print(f"\ndemo interrupted; {workdir} removed.", flush=True)
+        return 130
+    if kept is not None:
+        print(f"\nstopped; {workdir} removed.", flush=True)
+        return 0
     print("\ndemo finished: every step passed.")
     return 0
 
 
-async def _demo(settings: Settings, sample_dir: Path, workdir: Path, *, keep: bool) -> None:
+async def _demo(settings: Settings, sample_dir: Path, workdir: Path, *, kept: Kept | None) -> None:
     database = sample_dir / "ledger.db"
     build_sample_database(database)
     _say("sample datasource", f"{database} (SQLite: ledger, accounts, archived_entries)")
@@ -98,15 +118,31 @@ async def _demo(settings: Settings, sample_dir: Path, workdir: Path, *, keep: bo
     async with running(settings, sockets=[sock], drain_delay=0):
         _say("embedded mode listening", f"{base}  (API docs: {base}/docs, console: {base}/console)")
         async with httpx.AsyncClient(base_url=base, timeout=30) as client:
-            await _story(client, settings, database, workdir)
-            if keep:
-                _say("--keep: serving until Ctrl-C", f"{base}/docs\n{base}/v1/events")
-                await asyncio.Event().wait()
+            job_id = await _story(client, settings, database, workdir)
+            if kept is not None:
+                _say(
+                    "--keep: serving until Ctrl-C (then the folder is removed)",
+                    kept_instructions(kept, settings, base, workdir, job_id),
+                )
+                await _until_stopped()
+
+
+async def _until_stopped() -> None:
+    """Wait for Ctrl-C (SIGINT) or SIGTERM; the server then drains and the folder goes."""
+    loop, stop = asyncio.get_running_loop(), asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 async def _story(
     client: httpx.AsyncClient, settings: Settings, database: Path, workdir: Path
-) -> None:
+) -> str:
+    """The demonstration's steps; the completed job's ID."""
     created = await _expect(
         client.post(
             "/v1/management/connections",
@@ -130,6 +166,7 @@ async def _story(
     document = _verified_document(settings, workdir, job, event["data"])
     _check_rows(document, database)
     await _dedup_and_error(client, job_body, str(job["id"]))
+    return str(job["id"])
 
 
 def _job_body() -> dict[str, object]:

@@ -7,7 +7,11 @@
   verified (§8.5 signature over the delivered exchange and routing key, freshness, tenant,
   schema): a rejected one is dead-lettered (``reject requeue=false``) and reported on stderr.
   A repeated ``ce-id`` is acknowledged and not printed again.
-* ``--feed URL`` follows the Manager's event feed instead (``GET /v1/events`` long-polling).
+* ``--feed URL`` follows the Manager's event feed instead (``GET /v1/events`` long-polling),
+  **from now**: the feed's existing pages are read without printing until one is empty, then
+  only new events print. ``--from-start`` replays the whole feed first, ``--since WHEN`` the
+  events created at or after WHEN (``1h``, ``2026-12-04``, an RFC 3339 date-time), ``--after
+  CURSOR`` those after a cursor; each needs ``--feed`` (a usage error otherwise, exit 2).
   Against ``AUTH_MODE=jwt`` (§12) it needs a bearer token with ``fetcher:events:read``:
   ``FETCHER_TOKEN`` (preferred: out of shell history and process lists), or ``--token``; or
   a file holding it, ``--token-file`` or ``FETCHER_TOKEN_FILE``, read again before every
@@ -42,9 +46,11 @@ import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TextIO
 from urllib.parse import quote
 
+from fetcher.cli.moments import MOMENT_HELP, RFC3339, moment_instant, moment_text
 from fetcher.cli.result import (
     ConfigError,
     api_token,
@@ -54,7 +60,8 @@ from fetcher.cli.result import (
     token_arguments,
 )
 from fetcher.cli.terminal import ERROR_TEXT_CHARS, is_uuid, json_text, printable
-from fetcher.client import AsyncFetcherClient, FetcherError
+from fetcher.client import AsyncFetcherClient, FetcherError, InvalidAnswerError
+from fetcher.client._core import feed_page
 from fetcher.consumer import (
     BadSignatureError,
     ConsumerKeys,
@@ -73,6 +80,9 @@ DEFAULT_EXCHANGE = "fetcher.job.events"
 DEFAULT_MAX_PAGE_BYTES = 16 * 1024 * 1024
 _SIGNING_HEADERS = ("t", "signature-version", "x-message-signature")
 UNSIGNED, BAD_SIGNATURE = "unsigned feed", "bad signature"
+#: A usage error (no ``tail``, options that do not go together): argparse's code.
+EXIT_USAGE = 2
+_USAGE = "usage: fetcher events tail [--json] [--feed URL] [--count N] ... (--help: options)\n"
 
 
 class UnverifiedEventError(Exception):
@@ -82,7 +92,11 @@ class UnverifiedEventError(Exception):
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fetcher events tail",
-        description=__doc__.split("\n")[0],
+        description="Follow job events: verify and deduplicate them, print one line each. "
+        "From RabbitMQ by default (a queue bound to job.completed and job.failed), or from the "
+        "Manager's event feed with --feed URL. The feed is followed from now: only events "
+        "that arrive after the command starts are printed, unless --from-start, --since or "
+        "--after asks for older ones.",
         epilog="AMQP events are verified (signature, freshness, tenant, schema) or rejected. "
         "The --feed carries no signature: its events are printed flagged [unverified: unsigned "
         'feed] (--json: "verified": false); --require-verified refuses them (exit 2). A '
@@ -91,7 +105,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per event")
     parser.add_argument("--feed", metavar="URL", help="follow the Manager's event feed at URL")
-    parser.add_argument("--after", default="0", help="feed cursor to start after (with --feed)")
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from-start", action="store_true", help="replay the whole feed first (with --feed)"
+    )
+    start.add_argument(
+        "--since",
+        type=moment_text,
+        metavar="WHEN",
+        help=f"replay feed events created at or after WHEN: {MOMENT_HELP} (with --feed)",
+    )
+    start.add_argument("--after", metavar="CURSOR", help="feed cursor to start after (--feed)")
     token_arguments(parser)  # for --feed
     parser.add_argument("--amqp", metavar="URL", help="broker URL (default: FETCHER_AMQP_URL)")
     parser.add_argument("--exchange", help="events exchange (RABBITMQ_JOB_EVENTS_EXCHANGE)")
@@ -228,14 +252,17 @@ class _Tail:
         args, status = self.args, self.status
         dedup = MemoryDeduplicator()
         token = api_token(args.token, self.env, explicit_file=args.token_file)
-        if status.isatty():
-            status.write(
-                f"following {printable(args.feed)}/v1/events after {printable(args.after)} "
-                "(unsigned feed: events are shown as unverified)\n"
-            )
         client = AsyncFetcherClient(args.feed, token=token, max_answer_bytes=args.max_page_bytes)
         async with client as api:
-            async for item in api.follow_events(after=args.after):
+            after, since = await self._start(api)
+            if status.isatty():
+                status.write(
+                    f"following {printable(args.feed)}/v1/events after {printable(after)} "
+                    "(unsigned feed: events are shown as unverified)\n"
+                )
+            async for item in api.follow_events(after=after):
+                if since is not None and _created_before(item, since):
+                    continue
                 routing_key = item.get("routingKey")
                 if args.type and routing_key != f"job.{args.type}":
                     continue
@@ -256,6 +283,20 @@ class _Tail:
                     event, str(routing_key), unverified
                 ):
                     return
+
+    async def _start(self, api: AsyncFetcherClient) -> tuple[str, datetime | None]:
+        """The feed cursor to follow after, and the ``--since`` instant: ``--after`` as
+        given; ``--from-start`` and ``--since`` from the first event; by default the feed's
+        current end (pages read and not printed until one is empty), so only new events
+        print."""
+        args = self.args
+        if args.after is not None:
+            return str(args.after), None
+        if args.from_start:
+            return "0", None
+        if args.since:
+            return "0", moment_instant(args.since, datetime.now(UTC))
+        return await _feed_end(api), None
 
     def _feed_event(self, item: Mapping[str, Any]) -> tuple[JobEvent, str | None]:
         """The event of one feed item and why it is unverified (None: its signing headers
@@ -278,6 +319,31 @@ class _Tail:
         except BadSignatureError:
             return event, BAD_SIGNATURE
         return event, None
+
+
+async def _feed_end(api: AsyncFetcherClient) -> str:
+    """The cursor of the feed's last event now: pages of 1000 without waiting until one is
+    empty. A ``next`` that does not move forward is an unusable answer (it would loop)."""
+    after = "0"
+    while True:
+        items, following = feed_page(await api.events(after=after, limit=1000, wait=0))
+        if not items:
+            return after
+        if int(following) <= int(after):
+            raise InvalidAnswerError("the event feed answered a next cursor that does not advance")
+        after = following
+
+
+def _created_before(item: Mapping[str, Any], since: datetime) -> bool:
+    """True when the feed item's ``createdAt`` is an RFC 3339 instant before ``since``; an
+    item whose time cannot be read is shown (and its values escaped) rather than hidden."""
+    created = item.get("createdAt")
+    if not isinstance(created, str) or RFC3339.fullmatch(created) is None:
+        return False
+    try:
+        return datetime.fromisoformat(created.replace("z", "Z").replace("t", "T")) < since
+    except ValueError:
+        return False
 
 
 async def _handle(
@@ -324,15 +390,15 @@ def events_command(
     stderr: TextIO = sys.stderr,
 ) -> int:
     """``fetcher events tail …``: 0 after ``--count`` events or Ctrl-C, 1 usage, 2 failure."""
-    if not argv or argv[0] != "tail":
-        stderr.write(
-            "usage: fetcher events tail [--json] [--feed URL] [--require-verified] [--count N] …\n"
-        )
-        return 1
-    try:
-        args = _parser().parse_args(argv[1:])
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    if argv[:1] in (["-h"], ["--help"]):
+        stdout.write(_parser().format_help())
+        return 0
+    if argv[:1] != ["tail"]:
+        stderr.write(_USAGE)
+        return EXIT_USAGE
+    args = _parse(argv[1:], stderr)
+    if isinstance(args, int):
+        return args
     try:
         keys = consumer_keys(env, args.tenant)
         printer = _Printer(stdout, args.json, args.count)
@@ -343,6 +409,19 @@ def events_command(
     except Exception as exc:  # a hostile answer must end in one line, never a traceback
         return _report(exc, args.token or args.token_file, env, stderr)
     return 0
+
+
+def _parse(argv: list[str], stderr: TextIO) -> argparse.Namespace | int:
+    """The options, or the exit code when they are a usage error (argparse's, or a feed
+    start option without ``--feed``)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if (args.from_start or args.since or args.after is not None) and not args.feed:
+        stderr.write("fetcher events tail: error: --from-start, --since and --after need --feed\n")
+        return EXIT_USAGE
+    return args
 
 
 def _report(exc: Exception, explicit: str | None, env: Mapping[str, str], stderr: TextIO) -> int:

@@ -1,131 +1,253 @@
-"""``fetcher jobs list``: find jobs through the Manager's ``GET /v1/fetcher`` (issue 21).
+"""``fetcher jobs list``: find jobs through the Manager's ``GET /v1/fetcher`` (issues 21, 33).
 
     fetcher jobs list --status failed --since 1h
-    fetcher jobs list --product payments --connection <id> --json | jq .id
+    fetcher jobs list --product payments --connection pg_main --json | jq .id
 
-Filters: ``--status`` (one or more states, comma-separated), ``--connection ID``, ``--since``
-and ``--until`` (a duration back from now such as ``30m``, ``1h``, ``2d``, ``1w``; or a
-``YYYY-MM-DD`` date or an RFC 3339 date-time, passed as is), ``--product`` (sent as
-``X-Product-Name``). ``--limit N`` stops after N jobs (default 50, ``0`` for every one); pages
-are followed through the cursor as the output needs them.
+Filters: ``--status`` (one or more states, comma-separated), ``--connection NAME|ID`` (a name
+is resolved to its ID through ``GET /v1/management/connections``), ``--since`` and
+``--until`` (a duration back from now such as ``30m``, ``1h``, ``2d``, ``1w``; a
+``YYYY-MM-DD`` date; or an RFC 3339 date-time), ``--product`` (sent as ``X-Product-Name``).
+``--limit N`` stops after N jobs (1..10000, default 50); ``--all`` lists every match. Pages
+are followed through the cursor as the output needs them; nothing is held beyond one page.
 
-Output: a table (created, ID, status, product, completed, error) on a terminal; JSON lines (one
+Output: a table (created, ID, status, product, error) on a terminal, each cell cut so a line
+fits the terminal's width (``COLUMNS``; 100 columns hold every column); JSON lines (one
 compact, ASCII-escaped job per line, the API's item shape) when the output is piped, or with
-``--json``. Every server value printed in the table goes through
-:func:`fetcher.cli.terminal.printable`, so a hostile product name or error text cannot drive the
-terminal; the JSON lines escape every non-ASCII and control character.
+``--json``. Every server value printed goes through :func:`fetcher.cli.terminal.printable`, so
+a hostile product name or error text cannot drive the terminal.
 
-The Manager: ``--api URL`` or ``FETCHER_API_URL``; its token as ``fetcher result get`` reads
-it (``FETCHER_TOKEN``, ``--token``, ``--token-file``). Exit 0, 1 on a usage or configuration
-error, 2 when the Manager refuses or cannot be reached.
+Against a broken or hostile server: an answer that is not a job page (the SDK's
+``InvalidAnswerError``), repeated pages with no items and a cursor, an answer over 64 MiB, or
+no complete answer before ``--timeout`` seconds (default 60, for the whole listing: a server
+that trickles bytes cannot hold the command) end in one error line and exit 2; every server
+text in that line is escaped and cut to 2,000 characters.
+
+The Manager: ``--api URL``, else ``FETCHER_API_URL``, else ``http://127.0.0.1:4006``; its
+token as ``fetcher result get`` reads it (``FETCHER_TOKEN``, ``--token``, ``--token-file``).
+Exit 0; 1 on a configuration error (a token file, an unknown connection name); 2 on a usage
+error (argparse: a bad option value names the option) and when the Manager refuses, cannot be
+reached or answers something unusable.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import re
+import shutil
 import sys
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
-from typing import TextIO
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any, TextIO
 
 import httpx
 
+from fetcher.cli.deadline import DeadlineExceeded, deadline
+from fetcher.cli.manager_api import DEFAULT_API_URL, api_url
+from fetcher.cli.moments import MOMENT_HELP, RFC3339, moment_text, parse_moment
 from fetcher.cli.result import ConfigError, api_token, auth_hint, token_arguments
-from fetcher.cli.terminal import printable
-from fetcher.client import FetcherClient, FetcherError
-from fetcher.client.types import JobListItem
+from fetcher.cli.terminal import ERROR_TEXT_CHARS, is_uuid, printable
+from fetcher.client import ApiError, FetcherClient, FetcherError, InvalidAnswerError, Job
 
 __all__ = ["jobs_command", "parse_moment"]
 
-EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2
-DEFAULT_LIMIT = 50
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
-_COLUMNS = ("CREATED", "ID", "STATUS", "PRODUCT", "COMPLETED", "ERROR")
-_ERROR_WIDTH = 60
+EXIT_CONFIG, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2, 2
+DEFAULT_LIMIT, MAX_LIMIT = 50, 10_000
+DEFAULT_TIMEOUT, MAX_TIMEOUT = 60.0, 86_400.0
 _SERVER_PAGE = 20
+#: The most connection-list pages read to resolve a name.
+_MAX_CONNECTION_PAGES = 1000
+#: The API's parameter names → the options the user typed (error messages name the latter).
+_OPTION_OF = {
+    "createdFrom": "--since",
+    "createdTo": "--until",
+    "connectionId": "--connection",
+    "status": "--status",
+    "limit": "--limit",
+    "X-Product-Name": "--product",
+}
 
 
-def parse_moment(text: str, now: datetime) -> str:
-    """A duration (``1h``) → the RFC 3339 instant that long before ``now``; anything else is
-    sent as is (the Manager checks dates and date-times)."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        return text
-    seconds = int(match.group(1)) * _UNITS[match.group(2)]
-    moment = now.astimezone(UTC) - timedelta(seconds=seconds)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def _bounded(low: float, high: float, kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"'{printable(text, max_chars=40)}' is not a number"
+            ) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low:g}..{high:g}, not {value:g}")
+        return value
+
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fetcher jobs list", description="List and search jobs (GET /v1/fetcher)."
+        prog="fetcher jobs list",
+        description="List and search jobs, newest first (GET /v1/fetcher): a table on a "
+        "terminal, JSON lines when piped.",
+        epilog="Exit 0; 1 on a configuration error; 2 on a usage error, or when the Manager "
+        "refuses, cannot be reached, answers something unusable or not within --timeout. "
+        "Every server value is escaped before it is written.",
     )
-    parser.add_argument("--status", help="pending, processing, completed, failed (comma list)")
-    parser.add_argument("--connection", metavar="ID", help="jobs that used this connection")
-    parser.add_argument("--since", help="created at or after: 1h, 2d, YYYY-MM-DD, RFC 3339")
-    parser.add_argument("--until", help="created at or before: 1h, 2d, YYYY-MM-DD, RFC 3339")
-    parser.add_argument("--product", help="only this product's jobs (X-Product-Name)")
     parser.add_argument(
-        "--limit", type=int, default=DEFAULT_LIMIT, help="at most N jobs (0: all; default 50)"
+        "--status", metavar="S[,S]", help="pending, processing, completed, failed (comma list)"
     )
+    parser.add_argument(
+        "--connection", metavar="NAME|ID", help="jobs that used this connection (name or ID)"
+    )
+    parser.add_argument(
+        "--since", type=moment_text, metavar="WHEN", help=f"created at or after: {MOMENT_HELP}"
+    )
+    parser.add_argument(
+        "--until", type=moment_text, metavar="WHEN", help=f"created at or before: {MOMENT_HELP}"
+    )
+    parser.add_argument("--product", metavar="P", help="only this product's jobs (X-Product-Name)")
+    count = parser.add_mutually_exclusive_group()
+    count.add_argument(
+        "--limit",
+        type=_bounded(1, MAX_LIMIT, int),
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"at most N jobs, 1..{MAX_LIMIT} (default {DEFAULT_LIMIT})",
+    )
+    count.add_argument("--all", action="store_true", help="every matching job")
     parser.add_argument("--json", action="store_true", help="JSON lines even on a terminal")
-    parser.add_argument("--api", help="Manager base URL (default: FETCHER_API_URL)")
+    parser.add_argument(
+        "--timeout",
+        type=_bounded(0.001, MAX_TIMEOUT, float),
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"give up after this long for the whole listing (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--api",
+        metavar="URL",
+        help=f"Manager base URL (default: FETCHER_API_URL, else {DEFAULT_API_URL})",
+    )
     token_arguments(parser)
     return parser
 
 
-def _cell(value: object) -> str:
-    return "-" if value is None else printable(value)
+# --- output --------------------------------------------------------------------------------
+
+#: Fixed widths: CREATED (``2026-12-04 16:54:43Z``), ID (a UUID), STATUS, PRODUCT; ERROR takes
+#: what the terminal has left, at least _MIN_ERROR.
+_WIDTHS = (20, 36, 10, 12)
+_HEADER = ("CREATED", "ID", "STATUS", "PRODUCT", "ERROR")
+_GAP = "  "
+_MIN_ERROR = 5
+#: How much of an error text is escaped before the cell is cut (a row never costs more).
+_ERROR_SCAN = 1000
 
 
-def _row(job: JobListItem) -> tuple[str, ...]:
-    metadata = job.get("metadata") or {}
-    error = metadata.get("error") if job["status"] == "failed" else None
-    text = _cell(error)
-    if error is not None and len(text) > _ERROR_WIDTH:
-        text = text[: _ERROR_WIDTH - 1] + "…"
-    return (
-        _cell(job["createdAt"]),
-        _cell(job["id"]),
-        _cell(job["status"]),
-        _cell(metadata.get("source")),
-        _cell(job.get("completedAt")),
-        text,
-    )
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _table(jobs: Iterable[JobListItem], out: TextIO) -> int:
-    rows = [_row(job) for job in jobs]
-    widths = [max(len(r[i]) for r in [_COLUMNS, *rows]) for i in range(len(_COLUMNS))]
-    for row in [_COLUMNS, *rows]:
-        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        out.write("\n")
-    return len(rows)
+def _created(value: str) -> str:
+    """``2026-12-04T16:54:43.822Z`` → ``2026-12-04 16:54:43Z`` (the table's UTC second)."""
+    if RFC3339.fullmatch(value) and value.endswith(("Z", "z")):
+        return value[:10] + " " + value[11:19] + "Z"
+    return printable(value)
 
 
-def _json_lines(jobs: Iterable[JobListItem], out: TextIO) -> int:
-    count = 0
+class _Table:
+    """Rows written as they arrive (nothing is buffered), each cell cut to its column."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        columns = shutil.get_terminal_size((100, 24)).columns
+        fixed = sum(_WIDTHS) + len(_GAP) * len(_WIDTHS)
+        self._widths = (*_WIDTHS, max(_MIN_ERROR, columns - fixed))
+        self._line(_HEADER)
+
+    def _line(self, cells: Iterable[str]) -> None:
+        shown = [_cut(c, w) for c, w in zip(cells, self._widths, strict=True)]
+        text = _GAP.join(c.ljust(w) for c, w in zip(shown, self._widths, strict=True))
+        self._out.write(text.rstrip() + "\n")
+
+    def add(self, job: Job) -> None:
+        error = job.error
+        if isinstance(error, dict):  # a structured error: its message
+            error = error.get("message", error)
+        self._line(
+            (
+                _created(job.created_at),
+                printable(job.id),
+                printable(job.status),
+                "-" if job.product is None else printable(job.product),
+                "-" if error is None else printable(error, max_chars=_ERROR_SCAN),
+            )
+        )
+
+
+def _write(jobs: Iterator[Job], out: TextIO, as_table: bool) -> None:
+    table = _Table(out) if as_table else None
     for job in jobs:
-        out.write(json.dumps(job, separators=(",", ":"), ensure_ascii=True) + "\n")
-        count += 1
-    return count
+        if table is not None:
+            table.add(job)
+        else:
+            out.write(json.dumps(job.to_dict(), separators=(",", ":"), ensure_ascii=True) + "\n")
 
 
-def _jobs(client: FetcherClient, args: argparse.Namespace, now: datetime) -> Iterable[JobListItem]:
+# --- the listing ---------------------------------------------------------------------------
+
+
+def _connection_id(client: FetcherClient, name: str, product: str | None) -> str:
+    """``name`` when it is a UUID; else the ID of the one connection with that ``configName``
+    (unique across products, §2.5), found through the connection list."""
+    if is_uuid(name):
+        return name
+    for page in range(1, _MAX_CONNECTION_PAGES + 1):
+        # The server's default page size: a deployment's MAX_PAGINATION_LIMIT may be lower
+        # than any size chosen here.
+        answer: Any = client.list_connections(product=product, page=page)
+        items = answer.get("items") if isinstance(answer, dict) else None
+        if not isinstance(items, list):
+            raise InvalidAnswerError("the connection list answered a page without an items list")
+        for item in items:
+            if isinstance(item, dict) and item.get("configName") == name:
+                found = item.get("id")
+                if not is_uuid(found):
+                    raise InvalidAnswerError("the connection list answered an ID that is no UUID")
+                return str(found)
+        total, size = answer.get("total"), answer.get("limit")
+        if not items or not isinstance(total, int) or not isinstance(size, int):
+            break
+        if page * size >= total:
+            break
+    raise ConfigError(f"--connection: no connection is named '{printable(name, max_chars=100)}'")
+
+
+def _jobs(client: FetcherClient, args: argparse.Namespace, now: datetime) -> Iterator[Job]:
+    connection = _connection_id(client, args.connection, args.product) if args.connection else None
+    limit = None if args.all else args.limit
     found = client.jobs.list(
         product=args.product,
         status=args.status,
-        connection_id=args.connection,
+        connection_id=connection,
         created_from=parse_moment(args.since, now) if args.since else None,
         created_to=parse_moment(args.until, now) if args.until else None,
         # A small --limit asks for that page size; else the server's default (20) applies.
-        limit=args.limit if 0 < args.limit < _SERVER_PAGE else None,
+        limit=limit if limit is not None and limit < _SERVER_PAGE else None,
     )
-    return itertools.islice(found, args.limit) if args.limit > 0 else found
+    for count, job in enumerate(found, start=1):
+        yield job
+        if limit is not None and count >= limit:
+            return
+
+
+def _error_text(exc: BaseException) -> str:
+    """One escaped, cut line for ``exc``; an API error names the user's options, not the
+    API's parameters (``--since``, never ``createdFrom``)."""
+    text = printable(exc, max_chars=ERROR_TEXT_CHARS)
+    if isinstance(exc, ApiError):
+        for parameter, option in _OPTION_OF.items():
+            text = re.sub(rf"\b{re.escape(parameter)}\b", option, text)
+    return text
 
 
 def jobs_command(
@@ -140,27 +262,48 @@ def jobs_command(
     """``fetcher jobs list …``; returns the exit code (module docstring). ``transport`` and
     ``now`` exist for tests."""
     out = stdout or sys.stdout
-    if not argv or argv[0] != "list":
-        stderr.write("usage: fetcher jobs list [--status S] [--since 1h] [--json] ...\n")
+    if argv[:1] in (["-h"], ["--help"]):
+        out.write(_parser().format_help())
+        return 0
+    if argv[:1] != ["list"]:
+        stderr.write(_USAGE)
         return EXIT_USAGE
     try:
         args = _parser().parse_args(argv[1:])
     except SystemExit as exc:
         return int(exc.code or 0)
     try:
-        api = args.api or env.get("FETCHER_API_URL", "")
-        if not api:
-            raise ConfigError("set --api URL or FETCHER_API_URL (the Manager's address)")
         token = api_token(args.token, env, explicit_file=args.token_file)
-        with FetcherClient(api, token=token, transport=transport) as client:
-            jobs = _jobs(client, args, now or datetime.now(UTC))
-            as_table = out.isatty() and not args.json
-            (_table if as_table else _json_lines)(jobs, out)
-    except ConfigError as exc:
-        stderr.write(f"Error: {printable(exc)}\n")
-        return EXIT_USAGE
-    except FetcherError as exc:
-        hint = auth_hint(exc, args.token or args.token_file, env)
-        stderr.write(f"Error: {printable(exc)}\n{hint}")
-        return EXIT_UNAVAILABLE
+        with (
+            deadline(args.timeout),
+            FetcherClient(api_url(args.api, env), token=token, transport=transport) as client,
+        ):
+            _write(
+                _jobs(client, args, now or datetime.now(UTC)), out, out.isatty() and not args.json
+            )
+            out.flush()
+    except BrokenPipeError:  # `fetcher jobs list --all | head`: the reader has what it wanted
+        return 0
+    except Exception as exc:  # a hostile answer must end in one line, never a traceback
+        return _report(exc, args, env, stderr)
     return 0
+
+
+def _report(
+    exc: Exception, args: argparse.Namespace, env: Mapping[str, str], stderr: TextIO
+) -> int:
+    """One error line (server texts escaped and cut) and the exit code for ``exc``."""
+    if isinstance(exc, ConfigError):
+        stderr.write(f"Error: {printable(exc, max_chars=ERROR_TEXT_CHARS)}\n")
+        return EXIT_CONFIG
+    if isinstance(exc, DeadlineExceeded):
+        stderr.write(f"Error: no complete answer within --timeout {args.timeout:g} s\n")
+    elif isinstance(exc, FetcherError):
+        hint = auth_hint(exc, args.token or args.token_file, env)
+        stderr.write(f"Error: {_error_text(exc)}\n{hint}")
+    else:
+        stderr.write(f"Error: unexpected {type(exc).__name__}: {_error_text(exc)}\n")
+    return EXIT_UNAVAILABLE
+
+
+_USAGE = "usage: fetcher jobs list [--status S] [--since 1h] [--connection NAME|ID] [--json] ...\n"

@@ -1,8 +1,9 @@
 """``fetcher result get <jobId|objectKey> [-o FILE]``: download a result object, verify its GCM
 tag and HMAC, decrypt it and write the §5.4 JSON (CONTRACT §6.3) — through the consumer kit.
 
-Exit codes: 0 written; 1 usage or configuration error; 2 the job, the object or a service is
-not available, or answered something unusable (over a read limit, not the expected JSON);
+Exit codes: 0 written; 1 configuration error; 2 a usage error (a bad option, no ``get``), or
+the job, the object or a service is not available, or answered something unusable (over a
+read limit, not the expected JSON);
 3 integrity failure (tampered or truncated object, wrong key, HMAC or size mismatch).
 
 **Nothing is written unless the HMAC verifies**: the whole object is read, its AES-GCM tag,
@@ -30,7 +31,8 @@ Configuration (the same variable names as the server where they exist):
 * objects: ``OBJECT_STORAGE_BUCKET`` with ``OBJECT_STORAGE_ENDPOINT``,
   ``OBJECT_STORAGE_ACCESS_KEY_ID``, ``OBJECT_STORAGE_SECRET_KEY``, ``OBJECT_STORAGE_REGION``,
   ``OBJECT_STORAGE_USE_PATH_STYLE``; without a bucket, the folder ``OBJECT_STORAGE_LOCAL_DIR``;
-* a job ID is looked up at ``--api URL`` or ``FETCHER_API_URL``; an object key needs ``--hmac``
+* a job ID is looked up at ``--api URL``, else ``FETCHER_API_URL``, else
+  ``http://127.0.0.1:4006`` (a local process's default address); an object key needs ``--hmac``
   (the job's ``resultHmac``);
 * a Manager with ``AUTH_MODE=jwt`` (§12) needs a bearer token with ``fetcher:jobs:read``:
   ``FETCHER_TOKEN`` (preferred: it stays out of shell history and process lists), or
@@ -53,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
 
+from fetcher.cli.manager_api import DEFAULT_API_URL, api_url
 from fetcher.cli.terminal import ERROR_TEXT_CHARS, json_document_text, printable
 from fetcher.client import AuthenticationError, FetcherClient, FetcherError
 from fetcher.client._core import checked_token
@@ -83,6 +86,9 @@ __all__ = [
 ]
 
 EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTEGRITY = 1, 2, 3
+#: No subcommand, or an unknown one: a usage error, argparse's code.
+EXIT_BAD_COMMAND = 2
+_USAGE = "usage: fetcher result get <jobId|objectKey> [-o FILE] [--hmac HEX] (--help: options)\n"
 #: The largest job answer read: its metadata came in a request body of at most 1 MiB (§2.1),
 #: which JSON escaping can at most sextuple.
 DEFAULT_MAX_ANSWER_BYTES = 8 * 1024 * 1024
@@ -221,13 +227,16 @@ def _parser() -> argparse.ArgumentParser:
         "HMAC-SHA256 against the job's resultHmac (or --hmac) and the size; nothing is written "
         "unless the HMAC verifies. Not verified: that a Manager's resultHmac belongs to the job "
         "asked for (pin it with --hmac from a verified event). Every server text shown is "
-        "escaped. Exit 0 written, 1 usage, 2 unavailable or over a read limit, 3 integrity.",
+        "escaped. Exit 0 written, 1 configuration, 2 usage error, unavailable or over a read "
+        "limit, 3 integrity.",
     )
     parser.add_argument("target", help="a job ID (looked up via the API) or an object key")
     parser.add_argument("-o", "--output", help="write the JSON to FILE (default: stdout)")
     parser.add_argument("--hmac", help="expected result HMAC (required with an object key)")
     parser.add_argument("--size", type=int, help="expected plaintext size in bytes")
-    parser.add_argument("--api", help="Manager base URL (default: FETCHER_API_URL)")
+    parser.add_argument(
+        "--api", help=f"Manager base URL (default: FETCHER_API_URL, else {DEFAULT_API_URL})"
+    )
     parser.add_argument("--tenant", help="use this tenant's keys (multi-tenant mode)")
     parser.add_argument(
         "--max-answer-bytes",
@@ -285,16 +294,12 @@ def _reference(args: argparse.Namespace, env: Mapping[str, str]) -> ResultRef:
         if not args.hmac:
             raise ConfigError("an object key needs --hmac (the job's resultHmac)")
         return ResultRef(args.target, args.hmac, size_bytes=args.size)
-    api = args.api or env.get("FETCHER_API_URL", "")
-    if not api:
-        raise ConfigError("a job ID needs --api URL or FETCHER_API_URL")
+    api = api_url(args.api, env)
     token = api_token(args.token, env, explicit_file=args.token_file)
     with FetcherClient(api, token=token, max_answer_bytes=args.max_answer_bytes) as client:
-        job: object = client.get_job(args.target)
-    if not isinstance(job, dict):
-        raise ResultError("the job answer is not a JSON object")
-    if job.get("status") != "completed":  # the message is escaped where it is written
-        raise ResultNotFoundError(f"job {args.target} is {job.get('status')}: it has no result")
+        job = client.get_job(args.target)
+    if job.status != "completed":  # the message is escaped where it is written
+        raise ResultNotFoundError(f"job {args.target} is {job.status}: it has no result")
     return ResultRef.of(job)
 
 
@@ -384,11 +389,16 @@ def result_command(
     env: Mapping[str, str],
     stdout: IO[bytes] | None = None,
     stderr: TextIO = sys.stderr,
+    stdout_text: TextIO | None = None,
 ) -> int:
-    """``fetcher result get …``; returns the exit code (module docstring)."""
-    if not argv or argv[0] != "get":
-        stderr.write("usage: fetcher result get <jobId|objectKey> [-o FILE] [--hmac HEX]\n")
-        return EXIT_USAGE
+    """``fetcher result get …``; returns the exit code (module docstring). ``--help`` goes to
+    ``stdout_text`` (default ``sys.stdout``)."""
+    if argv[:1] in (["-h"], ["--help"]):
+        (stdout_text or sys.stdout).write(_parser().format_help())
+        return 0
+    if argv[:1] != ["get"]:
+        stderr.write(_USAGE)
+        return EXIT_BAD_COMMAND
     try:
         args = _parser().parse_args(argv[1:])
     except SystemExit as exc:

@@ -14,7 +14,7 @@ request, so short-lived tokens can be refreshed); a 401 raises ``AuthenticationE
 """
 
 from fetcher.client import errors
-from fetcher.client._core import ROUTES, Route, Submission
+from fetcher.client._core import ROUTES, Route
 from fetcher.client.client import (
     AsyncFetcherClient,
     AsyncTokenSource,
@@ -22,12 +22,16 @@ from fetcher.client.client import (
     TokenSource,
 )
 from fetcher.client.errors import *  # noqa: F403 - the error taxonomy, errors.__all__
+from fetcher.client.jobs import JobListPage
+from fetcher.client.objects import Job, Submission
 
 __all__ = [
     "ROUTES",
     "AsyncFetcherClient",
     "AsyncTokenSource",
     "FetcherClient",
+    "Job",
+    "JobListPage",
     "Route",
     "Submission",
     "TokenSource",

@@ -19,6 +19,7 @@ from fetcher.client.errors import (
     WaitTimeoutError,
     error_from_response,
 )
+from fetcher.client.objects import Job, Submission
 
 __all__ = ["ROUTES", "Call", "Route", "Submission", "build", "parse"]
 
@@ -154,18 +155,6 @@ class Call:
     body: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Submission:
-    """The answer of ``POST /v1/fetcher`` (§2.8): a new job (202) or the duplicate (200)."""
-
-    job_id: str
-    status: str
-    created_at: str
-    message: str
-    duplicate: bool
-    location: str | None
-
-
 def _clean(query: Mapping[str, object | None]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in query.items():
@@ -268,13 +257,14 @@ def submission(response: httpx.Response, body: Any) -> Submission:
     if not isinstance(body, dict):
         raise InvalidAnswerError("the answer of POST /v1/fetcher is not a JSON object")
     return Submission(
-        job_id=str(body["jobId"]),
-        status=str(body["status"]),
-        created_at=str(body["createdAt"]),
-        message=str(body["message"]),
-        duplicate=response.status_code == 200,
-        location=response.headers.get("location"),
+        body, duplicate=response.status_code == 200, location=response.headers.get("location")
     )
+
+
+def job(body: Any) -> Job:
+    """The :class:`Job` of a ``GET /v1/fetcher/{id}`` answer (InvalidAnswerError when it is
+    not a job object)."""
+    return Job(body)
 
 
 def job_request(
@@ -346,10 +336,10 @@ def transport_errors() -> Iterator[None]:
         raise TransportError(f"{type(exc).__name__}: no answer from the Manager") from None
 
 
-def settled(job_id: str, job: Any, remaining: float) -> bool:
+def settled(job_id: str, job: Job, remaining: float) -> bool:
     """One poll of wait(): True when ``job`` is ``completed`` or ``failed``; with no time
     ``remaining``, ``WaitTimeoutError``; else False (poll again)."""
-    if job["status"] in TERMINAL:
+    if job.status in TERMINAL:
         return True
     if remaining <= 0:
         raise WaitTimeoutError(job_id, job)

@@ -9,7 +9,9 @@
   ``AuthenticationError`` (with the ``www_authenticate`` challenge), a 403
   ``PermissionDeniedError`` (``missing_scope`` for FET-0011).
 * ``submit`` returns a :class:`Submission` whose ``duplicate`` tells a new job (202) from the
-  existing one (200, §3.8); ``wait`` polls ``GET /v1/fetcher/{id}`` with a capped backoff until
+  existing one (200, §3.8); ``get_job``, ``wait`` and ``jobs.list`` return :class:`Job` objects
+  (:mod:`fetcher.client.objects`: attributes such as ``job.status``, and ``job["status"]``
+  still works); ``wait`` polls ``GET /v1/fetcher/{id}`` with a capped backoff until
   ``completed`` or ``failed``, or raises ``WaitTimeoutError``.
 * Every answer is read as a stream and at most ``max_answer_bytes`` (after content decoding;
   default :data:`DEFAULT_MAX_ANSWER_BYTES`) are kept: a larger one stops the read, closes the
@@ -30,8 +32,9 @@ from typing import Any, cast
 import httpx
 
 from fetcher.client import _core
-from fetcher.client._core import Backoff, Call, Route, Submission
-from fetcher.client.jobs import AsyncJobs, Jobs, job_query
+from fetcher.client._core import Backoff, Call, Route
+from fetcher.client.jobs import AsyncJobs, JobListPage, Jobs, job_query
+from fetcher.client.objects import Job, Submission
 from fetcher.client.types import (
     ConnectionCreate,
     ConnectionPage,
@@ -40,8 +43,6 @@ from fetcher.client.types import (
     FeedItem,
     FeedPage,
     HealthBody,
-    JobPage,
-    JobResponse,
     MappedFields,
     ReadyzBody,
     SchemaResponse,
@@ -225,26 +226,24 @@ class FetcherClient(_Base):
         response, parsed = self._send(_core.build("submit", body=body))
         return _core.submission(response, parsed)
 
-    def get_job(self, job_id: str) -> JobResponse:
-        return cast(JobResponse, self._do("get_job", path_id=job_id))
+    def get_job(self, job_id: str) -> Job:
+        return _core.job(self._do("get_job", path_id=job_id))
 
-    def list_jobs(self, *, product: str | None = None, **filters: Any) -> JobPage:
+    def list_jobs(self, *, product: str | None = None, **filters: Any) -> JobListPage:
         """One page of ``GET /v1/fetcher``; filters as :func:`fetcher.client.jobs.job_query`.
         :attr:`jobs` iterates over every page."""
         return self._job_page(job_query(**filters), product)
 
-    def _job_page(self, query: dict[str, object | None], product: str | None) -> JobPage:
+    def _job_page(self, query: dict[str, object | None], product: str | None) -> JobListPage:
         headers = {"X-Product-Name": product}
-        return cast(JobPage, self._do("list_jobs", query=query, headers=headers))
+        return JobListPage(self._do("list_jobs", query=query, headers=headers))
 
     @property
     def jobs(self) -> Jobs:
         """``client.jobs.list(status="failed")``: every matching job, following the cursor."""
         return Jobs(self._job_page)
 
-    def wait(
-        self, job_id: str, *, timeout: float = 300.0, poll_interval: float = 0.25
-    ) -> JobResponse:
+    def wait(self, job_id: str, *, timeout: float = 300.0, poll_interval: float = 0.25) -> Job:
         """Poll until the job is ``completed`` or ``failed``; ``WaitTimeoutError`` after
         ``timeout`` seconds. Intervals double from ``poll_interval`` up to 2 s."""
         deadline, backoff = time.monotonic() + timeout, Backoff(poll_interval, 2.0)
@@ -399,16 +398,16 @@ class AsyncFetcherClient(_Base):
         response, parsed = await self._send(_core.build("submit", body=body))
         return _core.submission(response, parsed)
 
-    async def get_job(self, job_id: str) -> JobResponse:
-        return cast(JobResponse, await self._do("get_job", path_id=job_id))
+    async def get_job(self, job_id: str) -> Job:
+        return _core.job(await self._do("get_job", path_id=job_id))
 
-    async def list_jobs(self, *, product: str | None = None, **filters: Any) -> JobPage:
+    async def list_jobs(self, *, product: str | None = None, **filters: Any) -> JobListPage:
         """One page of ``GET /v1/fetcher``; :attr:`jobs` iterates over every page."""
         return await self._job_page(job_query(**filters), product)
 
-    async def _job_page(self, query: dict[str, object | None], product: str | None) -> JobPage:
+    async def _job_page(self, query: dict[str, object | None], product: str | None) -> JobListPage:
         headers = {"X-Product-Name": product}
-        return cast(JobPage, await self._do("list_jobs", query=query, headers=headers))
+        return JobListPage(await self._do("list_jobs", query=query, headers=headers))
 
     @property
     def jobs(self) -> AsyncJobs:
@@ -421,7 +420,7 @@ class AsyncFetcherClient(_Base):
         *,
         timeout: float = 300.0,  # noqa: ASYNC109 - the same signature as FetcherClient.wait
         poll_interval: float = 0.25,
-    ) -> JobResponse:
+    ) -> Job:
         """As :meth:`FetcherClient.wait`."""
         loop = asyncio.get_running_loop()
         deadline, backoff = loop.time() + timeout, Backoff(poll_interval, 2.0)

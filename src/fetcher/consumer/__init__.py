@@ -7,6 +7,9 @@ a consumer can depend on it without the server.
 ::
 
     keys = ConsumerKeys.from_hex(external=EXTERNAL_HEX, storage=STORAGE_HEX)
+    with open_result_sync(job, LocalFolderSource(objects_dir), keys) as result:  # no asyncio
+        for datasource, table, row in result.rows(): ...
+    # or, in async code, from a verified event:
     event = verify_event(headers, body, exchange=ex, routing_key=rk, keys=keys)
     if isinstance(event, JobCompleted) and await dedup.claim(event.ce_id):
         async with S3Source(bucket, endpoint_url=url) as s3:
@@ -15,6 +18,7 @@ a consumer can depend on it without the server.
 """
 
 from fetcher.consumer import errors
+from fetcher.consumer.blocking import open_result_sync
 from fetcher.consumer.dedup import Deduplicator, MemoryDeduplicator, PostgresDeduplicator
 from fetcher.consumer.errors import *  # noqa: F403 - the closed error taxonomy, errors.__all__
 from fetcher.consumer.events import (
@@ -58,5 +62,6 @@ __all__ = [
     "S3Source",
     "VerifiedResult",
     "open_result",
+    "open_result_sync",
 ]
 __all__ += errors.__all__  # the whole closed error taxonomy

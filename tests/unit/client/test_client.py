@@ -161,10 +161,12 @@ def test_sync_wait_returns_the_terminal_job_and_no_answer_is_a_transport_error()
     states = iter(["pending", "processing", "completed"])
 
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"id": "j", "status": next(states)})
+        job = {"id": "j", "status": next(states), "createdAt": "2026-12-07T00:00:00.000Z"}
+        return httpx.Response(200, json=job)
 
     with FetcherClient("http://f", transport=httpx.MockTransport(handler)) as api:
-        assert api.wait("j", poll_interval=0.01)["status"] == "completed"
+        job = api.wait("j", poll_interval=0.01)
+        assert (job.status, job["status"]) == ("completed", "completed")
 
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused", request=request)

@@ -20,6 +20,8 @@ def test_public_names_are_pinned() -> None:
             "AsyncFetcherClient",
             "AsyncTokenSource",
             "FetcherClient",
+            "Job",
+            "JobListPage",
             "Route",
             "Submission",
             "TokenSource",

@@ -78,8 +78,8 @@ def test_usage_and_configuration_errors(tmp_path: Path) -> None:
         )
         == 2
     )
-    assert main(["result"]) == 1
-    assert main(["events"]) == 1
+    assert main(["result"]) == 2  # no subcommand: a usage error, argparse's code
+    assert main(["events"]) == 2
 
 
 def test_the_api_token_comes_from_the_flag_then_fetcher_token() -> None:

@@ -60,6 +60,7 @@ def test_public_names_are_pinned() -> None:
             "S3Source",
             "VerifiedResult",
             "open_result",
+            "open_result_sync",
             "BadSignatureError",
             "ConsumerError",
             "EventError",
