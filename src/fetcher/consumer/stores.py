@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
-from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
 from fetcher.consumer.errors import ResultError, ResultNotFoundError
+from fetcher.lifecycle import AsyncResource
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "LocalFolderSource", "ObjectSource", "S3Source"]
 
@@ -64,7 +64,7 @@ class LocalFolderSource:
                 yield chunk
 
 
-class S3Source:
+class S3Source(AsyncResource):
     """Objects in an S3 bucket, read with aioboto3 (``pip install 'fetcher[s3]'``).
 
     Use as ``async with S3Source(bucket, endpoint_url=…, …) as source``. The client is opened
@@ -96,7 +96,7 @@ class S3Source:
     def __repr__(self) -> str:
         return f"S3Source(bucket={self.bucket!r}, endpoint_url={self.endpoint_url!r})"
 
-    async def __aenter__(self) -> S3Source:
+    async def open(self) -> None:
         import aioboto3
         from botocore.config import Config  # type: ignore[import-untyped]
 
@@ -110,17 +110,11 @@ class S3Source:
             config=Config(s3={"addressing_style": style}, retries={"max_attempts": 3}),
         )
         self._client = await self._context.__aenter__()
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
         context, self._context, self._client = self._context, None, None
         if context is not None:
-            await context.__aexit__(exc_type, exc, tb)
+            await context.__aexit__(None, None, None)
 
     async def chunks(self, key: str) -> AsyncIterator[bytes]:
         from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
