@@ -166,7 +166,7 @@ async def lister(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         app = create_app(runtime)
         app.state.authenticator = FakeAuthenticator(TOKENS)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://fetcher") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             yield Lister(client, store, request.param)
     finally:
         await store.close()

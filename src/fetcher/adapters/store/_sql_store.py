@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import ClassVar, Self, TypeVar
+from typing import ClassVar, Literal, Self, TypeVar
 
 from fetcher.adapters.store import _common as c
 from fetcher.adapters.store import _statements as q
@@ -34,8 +34,8 @@ from fetcher.adapters.store._program import (
     run_all,
     single,
 )
-from fetcher.adapters.store.job_search import search_statement
-from fetcher.services.ports import JobSearchQuery, StoreError
+from fetcher.adapters.store.job_search import CUT_FLAGS, search_statement
+from fetcher.services.ports import JobSearchQuery, ListedJob, StoreError
 from fetcher.services.records import (
     ConnectionQuery,
     ConnectionRecord,
@@ -279,9 +279,10 @@ class SqlMetadataStore(ABC):
     async def jobs_with_status(self, status: JobStatus) -> list[JobRecord]:
         return self._jobs(await self._rows(q.jobs_with_status(status)))
 
-    async def search_jobs(self, query: JobSearchQuery) -> list[JobRecord]:
+    async def search_jobs(self, query: JobSearchQuery) -> list[ListedJob]:
         """``GET /v1/fetcher``'s page (:class:`~fetcher.services.ports.JobSearch`)."""
-        return self._jobs(await self._rows(search_statement(query, self.dialect)))
+        rows = await self._rows(search_statement(query, self.dialect))
+        return [ListedJob(c.job_from_row(row, self.dialect.read_ts), _cut(row)) for row in rows]
 
     # -- outbox and feed -----------------------------------------------------------------------
 
@@ -324,3 +325,15 @@ class SqlMetadataStore(ABC):
     async def count_unsent(self) -> int:
         row = await self._first(q.COUNT_UNSENT)
         return 0 if row is None else int(row["n"])
+
+
+_CUT_MEMBERS: tuple[tuple[str, Literal["mappedFields", "filters", "metadata"]], ...] = (
+    (CUT_FLAGS["mapped_fields_json"], "mappedFields"),
+    (CUT_FLAGS["filters_json"], "filters"),
+    (CUT_FLAGS["metadata_json"], "metadata"),
+)
+
+
+def _cut(row: Row) -> tuple[Literal["mappedFields", "filters", "metadata"], ...]:
+    """The members a list row left out (:func:`~.job_search.search_statement`'s flags)."""
+    return tuple(member for flag, member in _CUT_MEMBERS if row[flag])
