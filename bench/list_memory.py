@@ -78,7 +78,7 @@ def _rows(ts: Callable[[datetime], Any]) -> list[dict[str, Any]]:
 
 def _insert_sql(param: Callable[[str], str], columns: list[str]) -> str:
     values = ", ".join(param(name) for name in columns)
-    return f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({values})"  # noqa: S608
+    return f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({values})"
 
 
 def _load_sqlite(path: Path) -> None:
@@ -102,7 +102,7 @@ def _rss_mib(pid: int) -> float:
 
 
 def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=120) as response:  # noqa: S310 - loopback
+    with urllib.request.urlopen(url, timeout=120) as response:
         body: bytes = response.read()
         return body
 
@@ -126,7 +126,9 @@ def _serve(base: str, pid: int, concurrent: int) -> dict[str, float]:
     prober.start()
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrent) as pool:
-        sizes = list(pool.map(lambda _: len(_get(f"{base}/v1/fetcher?limit=100")), range(concurrent)))
+        sizes = list(
+            pool.map(lambda _: len(_get(f"{base}/v1/fetcher?limit=100")), range(concurrent))
+        )
     elapsed = time.perf_counter() - started
     time.sleep(0.1)
     done.set()

@@ -125,8 +125,11 @@ async def test_loopback_names_and_every_ip_literal_are_served(server: Embedded) 
 
 async def test_allowed_hosts_adds_names_and_suffixes(configured: Embedded) -> None:
     async with _client(configured) as client:
-        for host in ("fetcher.internal", f"Fetcher.Internal:{configured.port}",
-                     "fetcher-manager.ops.svc.cluster.local:4006"):
+        for host in (
+            "fetcher.internal",
+            f"Fetcher.Internal:{configured.port}",
+            "fetcher-manager.ops.svc.cluster.local:4006",
+        ):
             assert (await client.get("/health", headers={"Host": host})).status_code == 200, host
         for host in ("other.internal", "svc.cluster.local.evil.example", "xfetcher.internal"):
             _assert_error(await client.get("/health", headers={"Host": host}), 421, "FET-0013")
@@ -234,13 +237,15 @@ async def test_out_of_range_dates_are_400_naming_the_parameter(server: Embedded)
         leap = await client.get("/v1/fetcher", params={"createdTo": "2016-12-31T23:59:60Z"})
         assert leap.status_code == 200, leap.text  # a real leap second: the next second
         for name in ("startDate", "endDate"):
-            body = _assert_error(await client.get(CONNECTIONS, params={name: "9999-12-31"}), 400,
-                                 "FET-0408")
+            body = _assert_error(
+                await client.get(CONNECTIONS, params={name: "9999-12-31"}), 400, "FET-0408"
+            )
             assert body["message"].startswith(name)
         early = await client.get(CONNECTIONS, params={"startDate": "0001-01-01"})
         assert early.status_code == 200, early.text
         listed = await client.get("/v1/fetcher", params={"createdFrom": "0001-01-01"})
-        assert listed.status_code == 200 and listed.json()["items"], listed.text
+        assert listed.status_code == 200, listed.text
+        assert listed.json()["items"]
     assert "OverflowError" not in server.log.read_text()
     assert "unhandled error" not in server.log.read_text()
 
@@ -312,4 +317,3 @@ async def test_only_the_canonical_form_of_a_cursor_is_accepted(server: Embedded)
             response = await client.get("/v1/fetcher", params={"limit": "1", "cursor": variant})
             body = _assert_error(response, 400, "FET-0405")
             assert list(body["fields"]) == ["cursor"]
-

@@ -7,8 +7,8 @@ HMAC-SHA256 over a version label, the tenant (§12.5), the canonical filters (st
 connection, window, ``X-Product-Name``) and the position. A changed byte, a cursor of another
 tenant, or one reused under other filters fails the check (``400 FET-0405``, parameter
 ``cursor``), and so does any text that is not the canonical base64url of its bytes (the
-padding bits of a last character included); the page size may change between pages. The tenant and filters are not in the
-text, only in the tag.
+padding bits of a last character included); the page size may change between pages. The
+tenant and filters are not in the text, only in the tag.
 
 The key is derived from the internal HMAC key (§6.2), which every Manager of a deployment shares,
 so any Manager accepts any other's cursors and no new secret setting is needed; rotating

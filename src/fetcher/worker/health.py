@@ -36,7 +36,11 @@ _NOT_FOUND = {
 }
 
 
-_MISDIRECTED = {"code": MISDIRECTED_CODE, "title": MISDIRECTED_TITLE, "message": MISDIRECTED_MESSAGE}
+_MISDIRECTED = {
+    "code": MISDIRECTED_CODE,
+    "title": MISDIRECTED_TITLE,
+    "message": MISDIRECTED_MESSAGE,
+}
 
 
 class _HealthEdge:

@@ -489,7 +489,8 @@ async def test_sqlite_several_statuses_or_products_read_one_range_each(tmp_path:
     with sqlite3.connect(tmp_path / "plan.db") as conn:
         for index, query in cases.items():
             page = search_statement(query, SqliteMetadataStore.dialect)
-            rows = [str(row[-1]) for row in conn.execute(f"EXPLAIN QUERY PLAN {page.sql}", page.params)]
+            plan = conn.execute(f"EXPLAIN QUERY PLAN {page.sql}", page.params)
+            rows = [str(row[-1]) for row in plan]
             searches = [r for r in rows if r.startswith("SEARCH j ")]
             ranges = len(query.statuses) if len(query.statuses) > 1 else len(query.products or ())
             assert len(searches) == ranges, rows

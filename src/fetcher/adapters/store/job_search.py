@@ -81,8 +81,11 @@ _SOURCE_ONLY: dict[str, Callable[[str], str]] = {
 }
 #: The documents a page may leave out: column, what replaces it, and the flag column naming it.
 _CUT_COLUMNS = ("mapped_fields_json", "filters_json", "metadata_json")
-CUT_FLAGS = {"mapped_fields_json": "cut_mapped_fields", "filters_json": "cut_filters",
-             "metadata_json": "cut_metadata"}
+CUT_FLAGS = {
+    "mapped_fields_json": "cut_mapped_fields",
+    "filters_json": "cut_filters",
+    "metadata_json": "cut_metadata",
+}
 
 
 def _columns(d: Dialect) -> str:
