@@ -221,6 +221,26 @@ async def test_a_page_of_jobs_with_large_metadata_is_small(server: Embedded) -> 
         assert whole["metadata"]["k444"] == "m" * 2000
 
 
+async def test_a_page_of_connections_with_large_metadata_is_small(server: Embedded) -> None:
+    large = {f"k{n:03d}": "m" * 2000 for n in range(445)}
+    names = [f"big_{_run()}" for _ in range(3)]
+    async with _client(server) as client:
+        for name in names:
+            body = {**CREATE, "configName": name, "metadata": large}
+            created = await client.post(CONNECTIONS, json=body, headers=PRODUCT)
+            assert created.status_code == 201, created.text
+        page = await client.get(CONNECTIONS, params={"limit": "100"})
+        assert page.status_code == 200, page.text
+        assert len(page.content) < 64 * 1024, len(page.content)
+        listed = {c["configName"]: c for c in page.json()["items"]}
+        for name in names:
+            assert listed[name]["truncated"] == ["metadata"]
+            assert "metadata" not in listed[name]
+        whole = (await client.get(f"{CONNECTIONS}/{listed[names[0]]['id']}")).json()
+        assert whole["metadata"] == large
+        assert "truncated" not in whole
+
+
 # --- 3. Extreme but well-formed dates ---------------------------------------------------------
 
 EXTREMES = ["9999-12-31", "0001-01-01T00:00:00+23:59", "9999-12-31T23:59:60Z"]

@@ -15,7 +15,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
 from typing import ClassVar, Literal, Self, TypeVar
@@ -187,7 +187,12 @@ class SqlMetadataStore(ABC):
     ) -> tuple[list[ConnectionRecord], int]:
         steps = q.connection_list(self.dialect, query, tenant)
         total, page = await self._transact(run_all(steps), "snapshot")
-        records = [c.connection_from_row(row, self.dialect.read_ts) for row in page.rows]
+        records = [
+            replace(c.connection_from_row(row, self.dialect.read_ts), cut=("metadata",))
+            if row["cut_metadata"]
+            else c.connection_from_row(row, self.dialect.read_ts)
+            for row in page.rows
+        ]
         return records, int(total.rows[0]["n"])
 
     async def update_connection(self, record: ConnectionRecord) -> bool:

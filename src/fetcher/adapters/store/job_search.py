@@ -31,7 +31,7 @@ from fetcher.adapters.store._dialect import Dialect
 from fetcher.adapters.store._program import Statement
 from fetcher.services.ports import JobSearchQuery
 
-__all__ = ["CUT_FLAGS", "search_statement"]
+__all__ = ["CUT_FLAGS", "over_limit", "search_statement"]
 
 #: Per backend: the SQL that is true when ``connection_ids_json`` has no entry for the named
 #: datasource (a ``:name`` placeholder).
@@ -75,6 +75,14 @@ _BYTES: dict[str, Callable[[str], str]] = {
     "postgres": lambda col: f"octet_length({col})",
     "sqlite": lambda col: f"length(CAST({col} AS BLOB))",
 }
+
+
+def over_limit(d: Dialect, column: str) -> str:
+    """SQL that is true when the TEXT ``column`` holds more than ``:doc_max`` bytes (UTF-8)
+    (false for ``NULL``): the list reads of both stores cut such documents in the database."""
+    return f"COALESCE({_BYTES[d.name](column)} > :doc_max, {d.false})"
+
+
 _SOURCE_ONLY: dict[str, Callable[[str], str]] = {
     "postgres": lambda col: f"json_build_object('source', {col}::json -> 'source')::text",
     "sqlite": lambda col: f"json_object('source', json_extract({col}, '$.source'))",
@@ -98,7 +106,7 @@ def _columns(d: Dialect) -> str:
             columns.append(f"j.{name}")
             continue
         col = f"j.{name}"
-        over = f"COALESCE({_BYTES[d.name](col)} > :doc_max, {d.false})"
+        over = over_limit(d, col)
         short = {"mapped_fields_json": "'{}'", "filters_json": "NULL"}.get(name)
         replacement = short if short is not None else _SOURCE_ONLY[d.name](col)
         columns.append(f"CASE WHEN {over} THEN {replacement} ELSE {col} END AS {name}")
