@@ -36,7 +36,7 @@ JOB_LIST_DESCRIPTION = (
     "and malformed parameters answer 400 with `fields` naming every one (FET-0405, FET-0406 "
     "for `limit`, FET-0408 for a date, FET-0409 when `createdTo` < `createdFrom`). "
     "`mappedFields`/`filters` over 4 KiB are left out of an item, `metadata` over 4 KiB is cut to "
-    "`source` (and `error`), and each is named in `truncated`."
+    "`source` (the product) and `error`, and each is named in `truncated`."
 )
 _EMPTY = {"type": "string", "maxLength": 0}
 

@@ -8,7 +8,8 @@ Items are the ``GET /v1/fetcher/{id}`` shape (§4.6), except that a ``mappedFiel
 ``filters`` or ``metadata`` document whose stored JSON text is over :data:`MAX_LISTED_DOCUMENT`
 bytes (UTF-8) is cut, and ``truncated`` names the members cut (the full job is one
 ``GET /v1/fetcher/{id}`` away): ``mappedFields`` and ``filters`` are left out, ``metadata``
-keeps only ``source`` (and ``error`` on a failed job, at most 2,000 code points by §4.5). A cut
+keeps only ``source``, as the job's product (trimmed and lower-cased, §3.7), and ``error`` on a
+failed job (at most 2,000 code points by §4.5). A cut
 JSON text would not parse, so the list never cuts inside a document. The store cuts in the
 database (:class:`~fetcher.services.ports.ListedJob`), so a page of 100 jobs is at most a few
 hundred KiB in the process whatever the jobs hold; a page is encoded off the event loop (the

@@ -275,8 +275,8 @@ async def test_large_documents_are_left_out_and_named(lister: Lister) -> None:
 
 
 async def test_large_metadata_is_cut_to_its_source_in_the_store(lister: Lister) -> None:
-    """Issue 33: a ``metadata`` text over 4 KiB keeps ``source`` (as submitted) and the
-    failure text; one byte less is listed whole."""
+    """Issue 33: a ``metadata`` text over 4 KiB keeps ``source`` (the job's product: the
+    normalized source) and the failure text; 4 KiB exactly is listed whole."""
     values = {f"k{i:03d}": "v" * 1990 for i in range(3)}
     big = job(1, "failed", source=" Payments ", metadata=values)
     whole_text = json.dumps({"source": "payments", "pad": ""})
@@ -286,7 +286,7 @@ async def test_large_metadata_is_cut_to_its_source_in_the_store(lister: Lister) 
     over = job(3, metadata={"pad": "é" * (pad // 2) + "x" * (pad % 2) + "x"})
     await seed(lister, [big, at_limit, over])
     items = {i["id"]: i for i in (await lister.ok())["items"]}
-    assert items[big.id]["metadata"] == {"source": " Payments ", "error": "boom"}
+    assert items[big.id]["metadata"] == {"source": "payments", "error": "boom"}
     assert items[big.id]["truncated"] == ["metadata"]
     assert items[big.id]["mappedFields"] == {"pg_main": {"public.t": ["*"]}}
     assert "truncated" not in items[at_limit.id]

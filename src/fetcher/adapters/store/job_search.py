@@ -69,8 +69,9 @@ _BY_CONNECTION = _Source(
     "jc.created_at",
     "jc.job_id",
 )
-#: Per backend: the length in bytes of a TEXT column, and a JSON object holding only the
-#: ``source`` member of a metadata document (what a cut ``metadata`` keeps).
+#: Per backend: the length in bytes of a TEXT column, and what a cut ``metadata`` becomes:
+#: ``{"source": <the job's product>}``, the normalized source (§3.7) from its own column, so
+#: that no large document is parsed to cut it.
 _BYTES: dict[str, Callable[[str], str]] = {
     "postgres": lambda col: f"octet_length({col})",
     "sqlite": lambda col: f"length(CAST({col} AS BLOB))",
@@ -83,9 +84,9 @@ def over_limit(d: Dialect, column: str) -> str:
     return f"COALESCE({_BYTES[d.name](column)} > :doc_max, {d.false})"
 
 
-_SOURCE_ONLY: dict[str, Callable[[str], str]] = {
-    "postgres": lambda col: f"json_build_object('source', {col}::json -> 'source')::text",
-    "sqlite": lambda col: f"json_object('source', json_extract({col}, '$.source'))",
+_SOURCE_ONLY: dict[str, str] = {
+    "postgres": "json_build_object('source', j.product)::text",
+    "sqlite": "json_object('source', j.product)",
 }
 #: The documents a page may leave out: column, what replaces it, and the flag column naming it.
 _CUT_COLUMNS = ("mapped_fields_json", "filters_json", "metadata_json")
@@ -99,7 +100,7 @@ CUT_FLAGS = {
 def _columns(d: Dialect) -> str:
     """:data:`~._common.JOB_COLUMNS` of ``j``, with each document over ``:doc_max`` bytes
     replaced in the database (so a page never carries it to the process) and flagged:
-    ``mappedFields`` by ``{}``, ``filters`` by ``NULL``, ``metadata`` by ``{"source": …}``."""
+    ``mappedFields`` by ``{}``, ``filters`` by ``NULL``, ``metadata`` by ``{"source": product}``."""
     columns = []
     for name in (n.strip() for n in c.JOB_COLUMNS.split(",")):
         if name not in _CUT_COLUMNS:
@@ -108,7 +109,7 @@ def _columns(d: Dialect) -> str:
         col = f"j.{name}"
         over = over_limit(d, col)
         short = {"mapped_fields_json": "'{}'", "filters_json": "NULL"}.get(name)
-        replacement = short if short is not None else _SOURCE_ONLY[d.name](col)
+        replacement = short if short is not None else _SOURCE_ONLY[d.name]
         columns.append(f"CASE WHEN {over} THEN {replacement} ELSE {col} END AS {name}")
         columns.append(f"{over} AS {CUT_FLAGS[name]}")
     return ", ".join(columns)
