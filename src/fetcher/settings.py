@@ -38,8 +38,9 @@ __all__ = [
 
 _VERSION_RE = re.compile(r"[A-Za-z0-9._-]{1,32}")
 _INT_RE = re.compile(r"-?[0-9]{1,18}")
-#: An ``ALLOWED_HOSTS`` name: ``name`` or ``.suffix`` (DNS characters, no port, no scheme).
-_HOST_ENTRY_RE = re.compile(r"\.?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?")
+#: An ``ALLOWED_HOSTS`` name: ``name``, ``.suffix`` or ``*.suffix`` (DNS characters, no port,
+#: no scheme).
+_HOST_ENTRY_RE = re.compile(r"(?:\*?\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?")
 DEFAULT_SQLITE_URL = "sqlite:///./fetcher-data/fetcher.db"
 
 
@@ -434,8 +435,8 @@ class _Reader:
         )
 
     def _allowed_hosts(self) -> tuple[str, ...]:
-        """``ALLOWED_HOSTS``: ``*``, a DNS name, ``.suffix`` or an IP literal, comma-separated
-        (no scheme, no port); anything else refuses the start."""
+        """``ALLOWED_HOSTS``: ``*``, a DNS name, ``.suffix`` (or ``*.suffix``) or an IP literal,
+        comma-separated (no scheme, no port); anything else refuses the start."""
         entries = tuple(e.strip() for e in self.get("ALLOWED_HOSTS").split(",") if e.strip())
         for entry in entries:
             if entry != "*" and not _HOST_ENTRY_RE.fullmatch(entry) and not _is_ip(entry):

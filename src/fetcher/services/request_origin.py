@@ -12,8 +12,9 @@ Two browser attacks reach a service that listens on loopback or a private addres
   - ``localhost`` or a name under ``.localhost`` (browsers resolve these to loopback
     themselves, never through DNS);
   - the host of ``SERVER_ADDRESS`` when it is a name;
-  - a name of ``ALLOWED_HOSTS``: an exact name, ``.example.com`` for that name and every name
-    under it, or ``*`` for any ``Host`` at all (an explicit choice, never a default).
+  - a name of ``ALLOWED_HOSTS``: an exact name, ``.example.com`` (or ``*.example.com``) for
+    that name and every name under it, or ``*`` for any ``Host`` at all (an explicit choice,
+    never a default).
 
   Names compare case-insensitively, without the port and without one trailing dot. A request
   without ``Host`` (HTTP/1.0, never a browser) is accepted; a malformed one is refused.
@@ -123,6 +124,7 @@ class HostPolicy:
         if server_host and _split_host(server_host) is not None:
             entries.append(server_host.lower())
         for entry in entries:
+            entry = entry.removeprefix("*") if entry.startswith("*.") else entry
             if entry == "*":
                 any_host = True
             elif entry.startswith("."):
