@@ -123,8 +123,8 @@ class HostPolicy:
         entries = [e.strip().lower() for e in allowed_hosts if e.strip()]
         if server_host and _split_host(server_host) is not None:
             entries.append(server_host.lower())
-        for entry in entries:
-            entry = entry.removeprefix("*") if entry.startswith("*.") else entry
+        for raw in entries:
+            entry = raw.removeprefix("*") if raw.startswith("*.") else raw
             if entry == "*":
                 any_host = True
             elif entry.startswith("."):
