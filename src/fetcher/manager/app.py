@@ -49,6 +49,7 @@ from fetcher.manager.json_body import UNPARSABLE
 from fetcher.manager.middleware import FetcherMiddleware
 from fetcher.manager.openapi import (
     declare_cross_site,
+    declare_host_check,
     declare_security,
     list_parameters,
     request_components,
@@ -110,6 +111,7 @@ class FetcherAPI(FastAPI):
                 for p in operation["parameters"]
             ]
         add_job_list_parameters(schema, settings.max_pagination_limit)
+        declare_host_check(schema)
         if settings.auth.enabled:
             declare_security(schema, self._guarded_operations())
         else:

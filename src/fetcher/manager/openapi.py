@@ -71,9 +71,8 @@ _ERROR_TEXT = {
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` entries with the §2.2 body for ``statuses`` plus 421 (every route checks
-    ``Host``, issue 33), 500 and 503."""
-    codes = sorted({*statuses, 421, 500, 503})
+    """``responses=`` entries with the §2.2 body for ``statuses`` plus 500 and 503."""
+    codes = sorted({*statuses, 500, 503})
     return {s: {"model": ErrorBody, "description": _ERROR_TEXT[s]} for s in codes}
 
 
@@ -82,6 +81,17 @@ CROSS_SITE_RESPONSE = {
     "description": "Sent from another site while AUTH_MODE is none (FET-0014)",
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
 }
+
+
+def declare_host_check(schema: dict[str, Any]) -> None:
+    """Add the ``421 FET-0013`` answer to every operation: every route checks ``Host``."""
+    answer = {
+        "description": _ERROR_TEXT[421],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+    }
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            operation.setdefault("responses", {}).setdefault("421", answer)
 
 
 def declare_cross_site(schema: dict[str, Any]) -> None:
