@@ -96,6 +96,8 @@ async def test_a_rebound_name_is_refused_on_every_path_before_routing(server: Em
         assert not [c for c in listed["items"] if c["configName"] == "cross_site"]
         for bad in ("a b", "[::1", f"localhost:{server.port}x", "host/evil"):
             _assert_error(await client.get("/health", headers={"Host": bad}), 421, "FET-0013")
+    # The operator sees the refusals (LOG_LEVEL=info), which never reach the access log.
+    assert "its Host is not in ALLOWED_HOSTS (421 FET-0013)" in server.log.read_text()
 
 
 async def test_loopback_names_and_every_ip_literal_are_served(server: Embedded) -> None:

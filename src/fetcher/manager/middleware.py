@@ -44,6 +44,7 @@ from fetcher.services.errors import ApiError
 from fetcher.services.log_context import log_context
 from fetcher.services.metrics import Metrics, method_label, status_label
 from fetcher.services.request_origin import (
+    REFUSED_HOST_LOG,
     HostPolicy,
     cross_site_refused,
     cross_site_write,
@@ -286,6 +287,9 @@ class FetcherMiddleware:
     def _refusal(self, scope: Scope, headers: Headers, *, cors_allowed: bool) -> ApiError | None:
         """421 for a ``Host`` not served, 403 for a cross-site write (module docstring)."""
         if self.hosts is not None and not self.hosts.allows(headers.get("host")):
+            # The one trace of a refusal (it never reaches the access log). The name itself
+            # would be redacted like every host in a log line (§8.7), so it is not written.
+            log.info(REFUSED_HOST_LOG)
             return host_refused()
         if self.refuse_cross_site and cross_site_write(
             method=str(scope.get("method", "")),

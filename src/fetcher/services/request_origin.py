@@ -47,6 +47,7 @@ __all__ = [
     "MISDIRECTED_CODE",
     "MISDIRECTED_MESSAGE",
     "MISDIRECTED_TITLE",
+    "REFUSED_HOST_LOG",
     "STATE_CHANGING_METHODS",
     "HostPolicy",
     "cross_site_refused",
@@ -65,6 +66,8 @@ CROSS_SITE_TITLE = "Cross-Site Request"
 CROSS_SITE_MESSAGE = (
     "A state-changing request from another site is refused while AUTH_MODE is none."
 )
+#: The ``info`` line of each refused ``Host``: a refusal never reaches the access log.
+REFUSED_HOST_LOG = "refused a request: its Host is not in ALLOWED_HOSTS (421 FET-0013)"
 STATE_CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 #: A DNS name: letters, digits, ``-``, ``_`` and dots (no empty label), at most 253 characters.

@@ -10,6 +10,8 @@ answer carries ``X-Content-Type-Options: nosniff`` and every JSON one ``Cache-Co
 
 from __future__ import annotations
 
+import logging
+
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.requests import Request
@@ -24,10 +26,13 @@ from fetcher.services.request_origin import (
     MISDIRECTED_CODE,
     MISDIRECTED_MESSAGE,
     MISDIRECTED_TITLE,
+    REFUSED_HOST_LOG,
     HostPolicy,
 )
 
 __all__ = ["create_health_app"]
+
+log = logging.getLogger(__name__)
 
 _NOT_FOUND = {
     "code": "FET-0005",
@@ -64,6 +69,7 @@ class _HealthEdge:
             await send(message)
 
         if not self.hosts.allows(Headers(scope=scope).get("host")):
+            log.info(REFUSED_HOST_LOG)
             await Response(compact_json(_MISDIRECTED), 421, media_type=JSON)(scope, receive, edge)
             return
         await self.app(scope, receive, edge)
