@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 DEPLOY_PY := deploy/container/fetcher-healthcheck deploy/compose/create-bucket.py setup.py
 
 .PHONY: install demo test test-unit lint bench clean image
+# Where `make lint` writes each rendered Kubernetes overlay (kubectl kustomize) to validate it.
+RENDERED ?= $(VENV)/rendered
 
 # setup.py and the C source: an edited extension is rebuilt by `make install` (pip install -e).
 $(STAMP): pyproject.toml constraints.txt setup.py src/fetcher/adapters/_json_layout.c
@@ -26,7 +28,10 @@ lint: install
 	$(BIN)/ruff format --check src tests bench examples $(DEPLOY_PY)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml deploy/kubernetes/secret-template/*.yaml
+	scripts/system-packages.sh lint
+	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/base/*.yaml deploy/kubernetes/secret-template/*.yaml
+	scripts/render-overlays.sh $(RENDERED)
+	$(BIN)/kubernetes-validate --strict --quiet $(RENDERED)/*.yaml
 	$(BIN)/pymarkdown scan --recurse README.md docs bench tests
 
 # The S3 server (SeaweedFS) and the MongoDB wire server (nx-27017), both on loopback, run only
