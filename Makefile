@@ -44,13 +44,19 @@ test: install lint
 	scripts/mongo-server.sh stop; scripts/s3-server.sh stop; exit $$rc
 
 # The OCI image (Containerfile), built with `podman build --isolation chroot` on a debootstrap
-# Debian base kept outside the repository (scripts/image-base.sh, FETCHER_IMAGE_CACHE), then
-# checked in its own file system: `fetcher demo` as the image's user, non-root, no compiler, no
-# .git, start time and size (tests/deploy/test_image.py). Too slow for `make test`; .ci/run
-# runs it after. Installs podman and debootstrap when missing.
+# Debian base kept outside the repository (scripts/image-base.sh, FETCHER_IMAGE_CACHE) and KEPT
+# as IMAGE (compose.yaml's name by default; a rebuild replaces it), then checked in its own
+# file system: `fetcher demo` as the image's user, non-root, no compiler, no .git, start time,
+# size, an OCI archive (tests/deploy/test_image.py). Last, its ID, size and digest, and with
+# IMAGE_ARCHIVE=/path/outside/the/repo.tar an OCI archive there (scripts/image.sh report).
+# Too slow for `make test`; .ci/run runs it after. Installs podman and debootstrap when missing.
+IMAGE ?= localhost/fetcher:local
+IMAGE_ARCHIVE ?=
 image: install
 	scripts/system-packages.sh image
-	$(BIN)/pytest -m image tests/deploy/test_image.py -s
+	scripts/image.sh build $(IMAGE)
+	FETCHER_IMAGE=$(IMAGE) $(BIN)/pytest -m image tests/deploy/test_image.py -s
+	scripts/image.sh report $(IMAGE) $(IMAGE_ARCHIVE)
 
 test-unit: install
 	$(BIN)/pytest tests/unit tests/architecture
