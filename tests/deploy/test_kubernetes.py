@@ -87,9 +87,14 @@ def _check_references(container: dict[str, Any]) -> None:
     assert not set(helpers) & (settings_variables() | entrypoint_file_variables().keys())
 
 
+#: The downward-API values each pod's ALLOWED_HOSTS expands (docs/deployment.md).
+HELPERS = {"manager": ["POD_IP", "POD_NAMESPACE"], "worker": ["POD_IP"]}
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_downward_api_helpers_are_defined_before_use(mode: str) -> None:
     _check_references(_container(mode))
+    assert _helpers(_container(mode)) == HELPERS[mode]
 
 
 def _settings(mode: str) -> Settings:
