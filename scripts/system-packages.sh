@@ -3,8 +3,10 @@
 #   libltdl7   mssql-python's bundled Microsoft ODBC Driver 18 loads it (SQL_SERVER connections)
 #   chromium   the offline /docs test renders Swagger UI in headless Chromium (tests/e2e)
 #   chromium-driver  the /console browser tests drive Chromium over WebDriver (tests/e2e)
+#   kubernetes-client     kubectl, whose `kubectl kustomize` renders the overlays (also `lint`)
 # `scripts/system-packages.sh image` installs instead what `make image` needs:
 #   podman, debootstrap   build the OCI image and its Debian base (tests/deploy/test_image.py)
+# `scripts/system-packages.sh lint` installs what `make lint` needs: kubectl, as above.
 # Runs as root on the project machines (CI included); elsewhere it says what to install.
 set -euo pipefail
 
@@ -12,7 +14,10 @@ missing=()
 if [[ "${1:-}" == image ]]; then
     command -v podman >/dev/null || missing+=(podman)
     command -v debootstrap >/dev/null || missing+=(debootstrap)
+elif [[ "${1:-}" == lint ]]; then
+    command -v kubectl >/dev/null || missing+=(kubernetes-client)
 else
+    command -v kubectl >/dev/null || missing+=(kubernetes-client)
     ldconfig -p 2>/dev/null | grep -q 'libltdl\.so\.7' || missing+=(libltdl7)
     command -v chromium >/dev/null || missing+=(chromium)
     command -v chromedriver >/dev/null || missing+=(chromium-driver)

@@ -22,7 +22,7 @@ from fetcher.services.connections.internal_datasources import (
     parse_internal_datasources,
     parse_internal_tenants,
 )
-from fetcher.settings.auth import AuthMode, AuthSettings, hs256_key, jwks_url_ok
+from fetcher.settings.auth import AuthMode, AuthSettings, hs256_key, is_loopback, jwks_url_ok
 from fetcher.settings.tracing import TracingSettingRefused, TracingSettings, read_tracing_settings
 
 __all__ = [
@@ -39,6 +39,11 @@ _INT_RE = re.compile(r"-?[0-9]{1,18}")
 #: no scheme).
 _HOST_ENTRY_RE = re.compile(r"(?:\*?\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?")
 DEFAULT_SQLITE_URL = "sqlite:///./fetcher-data/fetcher.db"
+#: §15.1: the reason of the refusal of an unauthenticated production API (exact).
+OPEN_PRODUCTION_API = (
+    "AUTH_MODE=none on a non-loopback address with ENV_NAME=production "
+    "requires AUTH_NONE_ACKNOWLEDGED=true"
+)
 
 
 class StartupRefused(Exception):
@@ -174,6 +179,7 @@ class _Reader:
         ce_source, exchange = self._events(mode, rabbit)
         storage = self._object_storage(mode)
         host, port = self._server_address()
+        self._refuse_open_production_api(mode, auth, host)
         internal = self._internal_datasources(mode, database_url)
         internal_tenants = self._internal_tenants(multi_tenant)
         tracing = self._tracing(mode)
@@ -270,6 +276,19 @@ class _Reader:
             leeway_seconds=leeway,
             tenant_claim=self.get("AUTH_TENANT_CLAIM", "tenantId"),
         )
+
+    def _refuse_open_production_api(self, mode: Mode, auth: AuthSettings, host: str) -> None:
+        """§15.1: an API without authentication on a non-loopback listener (an empty host is
+        every interface) is refused when ``ENV_NAME`` is ``production``, unless
+        ``AUTH_NONE_ACKNOWLEDGED=true`` says the operator means it (an authenticating proxy in
+        front, say). Elsewhere §12.1's warn line stands alone. The Worker serves no API."""
+        if mode is Mode.WORKER:
+            return
+        acknowledged = self.boolean("AUTH_NONE_ACKNOWLEDGED")
+        if auth.enabled or is_loopback(host.lower()) or acknowledged:
+            return
+        if self.get("ENV_NAME").lower() == "production":
+            raise StartupRefused(OPEN_PRODUCTION_API)
 
     def _http_max_connections(self, mode: Mode) -> int:
         """§9.1: requests in flight at once (§13), read by the Manager and embedded mode only;
