@@ -10,7 +10,7 @@ DEPLOY_PY := deploy/container/fetcher-healthcheck deploy/compose/create-bucket.p
 .PHONY: install demo test test-unit lint bench clean image
 
 # setup.py and the C source: an edited extension is rebuilt by `make install` (pip install -e).
-$(STAMP): pyproject.toml constraints.txt setup.py src/fetcher/adapters/_json_layout.c
+$(STAMP): pyproject.toml constraints.txt setup.py src/fetcher/adapters/jsonlayout/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'

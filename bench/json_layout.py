@@ -5,11 +5,11 @@ The PostgreSQL fast path has the server print each ledger row as one compact JSO
 ``jsonb`` embedded as its own text); what remains for Fetcher is to lay those texts out as §5.4
 bytes at the rows' depth. This bench times, in batches of ``--batch`` rows (default 2,000):
 
-* ``c-bytes`` / ``c-str``: :func:`fetcher.adapters.json_layout.layout_rows` on the texts as
+* ``c-bytes`` / ``c-str``: :func:`fetcher.adapters.jsonlayout.texts.layout_rows` on the texts as
   ``bytes`` and as ``str`` (what psycopg hands over for a text column);
 * ``python-orjson``: the Python path today: exact parse of the texts
-  (``fetcher.adapters.fastjson.parse_json_column``: the stdlib C scanner, fractions as orjson
-  fragments of their source text) and orjson with the §5.4 options, as
+  (``fetcher.adapters.jsonlayout.fastjson.parse_json_column``: the stdlib C scanner, fractions as
+  orjson fragments of their source text) and orjson with the §5.4 options, as
   ``fastjson.encode_rows`` writes rows;
 * ``python-engine``: the engine's exact parse (fractions as ``ExactNumber``) and its own writer
   (``_rows_bytes`` of the parsed rows, no orjson), the path taken when orjson declines.
@@ -38,8 +38,8 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.reports import write_report
-from fetcher.adapters import json_layout
-from fetcher.adapters.fastjson import _OPTIONS, _default, parse_json_column
+from fetcher.adapters.jsonlayout import texts as json_layout
+from fetcher.adapters.jsonlayout.fastjson import _OPTIONS, _default, parse_json_column
 from fetcher.engine.document import ROW_DEPTH, _rows_bytes
 from fetcher.engine.values import parse_json_column as engine_parse_json_column
 
@@ -135,7 +135,7 @@ def main() -> None:
     parser.add_argument("--synthetic", action="store_true", help="no PostgreSQL: texts in Python")
     args = parser.parse_args()
     if not json_layout.NATIVE:
-        raise SystemExit("fetcher.adapters._json_layout is not built (setup.py build_ext)")
+        raise SystemExit("fetcher.adapters.jsonlayout._native is not built (setup.py build_ext)")
 
     texts = _synthetic_texts(args.rows) if args.synthetic else _postgres_texts(args.rows)
     encoded = [text.encode() for text in texts]

@@ -1,4 +1,4 @@
-"""Issue 23: MySQL batches laid out in C from the driver's rows (``column_layout``) against the
+"""Issue 23: MySQL batches laid out in C from the driver's rows (``jsonlayout.columns``) against the
 connector's general path (its converters, then the engine's writer) on the same rows: every
 batch the C layout accepts has the general path's bytes, and it declines whatever it does not
 write exactly (no server here: the rows are what asyncmy hands over; the server-side
@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fetcher.adapters import column_layout
-from fetcher.adapters.column_layout import (
+from fetcher.adapters.jsonlayout import columns as column_layout
+from fetcher.adapters.jsonlayout.columns import (
     ColumnKind,
     LaidOutBatch,
     column_plan,
     layout_columns,
 )
-from fetcher.adapters.fastjson import FastRowBatch
+from fetcher.adapters.jsonlayout.fastjson import FastRowBatch
 from fetcher.adapters.sql import mysql
 from fetcher.engine.document import ROW_DEPTH, _rows_bytes
 from fetcher.engine.errors import MAX_JSON_DEPTH
@@ -30,7 +30,8 @@ from fetcher.engine.types import Column, TypeFamily
 from tests.unit.leaks import assert_no_leaks
 
 native = pytest.mark.skipif(
-    not column_layout.NATIVE, reason="the C extension fetcher.adapters._json_layout is not built"
+    not column_layout.NATIVE,
+    reason="the C extension fetcher.adapters.jsonlayout._native is not built",
 )
 
 #: The family whose general-path conversion each kind repeats.
@@ -278,7 +279,7 @@ def test_keys_are_escaped_and_sorted_by_code_point() -> None:
 
 @native
 def test_the_arguments_are_checked() -> None:
-    from fetcher.adapters import _json_layout
+    from fetcher.adapters.jsonlayout import _native as _json_layout
 
     native_layout: Any = _json_layout.layout_columns  # called with wrong arguments below
     good = ((0,), (b'"a"',), bytes([ColumnKind.NUMBER]), 3, 10)

@@ -1,5 +1,5 @@
 """Issue 23: PostgreSQL batches laid out in C from the driver's tuples (``postgres.layout_plan``
-+ ``column_layout``) against the connector's general path (its converters by result type, then
++ ``jsonlayout.columns``) against the connector's general path (its converters by result type, then
 the engine's writer) on the same tuples: every batch the C layout accepts has the general
 path's bytes, and it declines whatever it does not write exactly. The tuples are what the
 connection's loaders hand over (``int``, ``bool``, the float loaders' floats and strings,
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fetcher.adapters import column_layout
-from fetcher.adapters.column_layout import layout_columns
-from fetcher.adapters.fastjson import FastRowBatch
+from fetcher.adapters.jsonlayout import columns as column_layout
+from fetcher.adapters.jsonlayout.columns import layout_columns
+from fetcher.adapters.jsonlayout.fastjson import FastRowBatch
 from fetcher.adapters.sql import postgres
 from fetcher.engine.document import _rows_bytes
 from fetcher.engine.ports import TableQuery
@@ -27,7 +27,8 @@ from fetcher.engine.values import encode_bytes, encode_float32
 from tests.unit.leaks import assert_no_leaks
 
 native = pytest.mark.skipif(
-    not column_layout.NATIVE, reason="the C extension fetcher.adapters._json_layout is not built"
+    not column_layout.NATIVE,
+    reason="the C extension fetcher.adapters.jsonlayout._native is not built",
 )
 
 _OID = {name: psycopg.postgres.types[name].oid for name in (

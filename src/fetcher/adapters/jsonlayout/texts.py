@@ -4,8 +4,8 @@ JSON row, §5.4).
 A JSON column's text (PostgreSQL ``json``/``jsonb``, MySQL ``JSON``) needs only layout to be
 written: keys sorted by code point at every level, 2-space indentation, strings re-escaped as
 §5.4 says, numbers kept as received. :func:`layout_rows` does that in the C extension
-``fetcher.adapters._json_layout``, which also lays out whole driver rows
-(:mod:`~fetcher.adapters.column_layout`).
+``fetcher.adapters.jsonlayout._native``, which also lays out whole driver rows
+(:mod:`~fetcher.adapters.jsonlayout.columns`).
 
 Equivalence (tested byte for byte, ``tests/unit/document/test_json_layout.py``): for every text
 it accepts, the bytes equal what the engine's reference writer (``dumps_document``) writes for
@@ -45,7 +45,7 @@ _Texts = Sequence[bytes | bytearray | memoryview | str]
 
 _native_layout: Callable[..., bytes | None] | None
 try:
-    from fetcher.adapters._json_layout import layout_rows as _native_layout
+    from fetcher.adapters.jsonlayout._native import layout_rows as _native_layout
 except ImportError:  # built without a C compiler (setup.py: optional): every call declines
     _native_layout = None
 

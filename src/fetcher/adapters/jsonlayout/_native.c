@@ -1,6 +1,6 @@
 /*
- * fetcher.adapters._json_layout: JSON texts re-laid out as contract §5.4 bytes, in C, without
- * building Python objects (issue 23). The Python API and its contract are in json_layout.py.
+ * fetcher.adapters.jsonlayout._native: JSON texts re-laid out as contract §5.4 bytes, in C, without
+ * building Python objects (issue 23). The Python API and its contract are in texts.py (texts) and columns.py (rows).
  *
  * layout_rows(texts, depth, max_depth) -> bytes | None
  *
@@ -1139,7 +1139,7 @@ done:
 
 /* ---- rows from a driver's values (layout_columns) ----------------------------------------- */
 
-/* What a column of layout_columns holds, and how its values are written (json_layout.py's
+/* What a column of layout_columns holds, and how its values are written (columns.py's
  * ColumnKind repeats these numbers). None is null for every kind; a value of another type
  * than its kind lists declines. */
 enum {
@@ -1350,7 +1350,7 @@ write_base64(State *s, const unsigned char *b, size_t n)
     return OK;
 }
 
-/* A float as the engine writes it (fetcher.adapters.fastjson._float_value): its repr, the
+/* A float as the engine writes it (fetcher.adapters.jsonlayout.fastjson._float_value): its repr, the
  * shortest text that round-trips; "NaN", "Infinity" and "-Infinity" as strings. */
 static int
 write_float(State *s, double v)
@@ -1620,14 +1620,14 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "fetcher.adapters._json_layout",
-    .m_doc = "JSON texts re-laid out as contract §5.4 bytes (see json_layout.py).",
+    .m_name = "fetcher.adapters.jsonlayout._native",
+    .m_doc = "JSON texts re-laid out as contract §5.4 bytes (see texts.py).",
     .m_size = 0,
     .m_methods = methods,
 };
 
 PyMODINIT_FUNC
-PyInit__json_layout(void)
+PyInit__native(void)
 {
     init_tables();
     return PyModuleDef_Init(&module);

@@ -5,11 +5,11 @@ A driver hands over each row as a tuple of plain values: asyncmy ``int`` for int
 server's text for decimals, dates, times and JSON, ``bytes`` for binary strings; psycopg with
 the PostgreSQL connector's loaders ``int``, ``bool``, ``float`` and the §5.3 ``str``. The
 general path turns those into §5.3 values column by column in Python and encodes them; here
-the C extension (``layout_columns`` in ``_json_layout.c``) writes the same bytes from the
+the C extension (``layout_columns`` in ``_native.c``) writes the same bytes from the
 tuples directly: per column a :class:`ColumnKind` says how its values are written (the same
 conversion the connector's general path applies, tested byte for byte against it), the
-members in key order (code points), JSON texts laid out as :func:`~fetcher.adapters.
-json_layout.layout_rows` lays them out. The server does no more work than for the general
+members in key order (code points), JSON texts laid out as :func:`~fetcher.adapters.jsonlayout.
+texts.layout_rows` lays them out. The server does no more work than for the general
 path.
 
 It declines (``None``) a batch holding anything it does not write exactly as the general path
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final, overload
 
-from fetcher.adapters.fastjson import FastRowBatch, encode_rows
-from fetcher.adapters.json_layout import layout_value
+from fetcher.adapters.jsonlayout.fastjson import FastRowBatch, encode_rows
+from fetcher.adapters.jsonlayout.texts import layout_value
 from fetcher.engine.kit import MAX_JSON_DEPTH, ROW_DEPTH, Row
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
 
 _native: Callable[..., bytes | None] | None
 try:
-    from fetcher.adapters._json_layout import layout_columns as _native
+    from fetcher.adapters.jsonlayout._native import layout_columns as _native
 except ImportError:  # built without a C compiler: every batch takes the general path
     _native = None
 
@@ -148,7 +148,7 @@ class LaidOutBatch(FastRowBatch):
 
     def encoded_rows(self, depth: int) -> bytes | memoryview | None:
         """The laid-out bytes at :data:`ROW_DEPTH`; elsewhere the columns through
-        :func:`~fetcher.adapters.fastjson.encode_rows`."""
+        :func:`~fetcher.adapters.jsonlayout.fastjson.encode_rows`."""
         return self._laid if depth == ROW_DEPTH else encode_rows(self, depth)
 
     @overload
