@@ -35,8 +35,19 @@
  * Robustness: every read is bounds-checked against the text's length; parsing is iterative
  * with an explicit stack bounded by max_depth (no C recursion, so 10^6 nested brackets only
  * cost the walk to the bound); every size computation is checked for overflow; the GIL is
- * held throughout and no Python code runs, so the texts cannot change under the parser. Out of
- * memory raises MemoryError; wrong argument types raise TypeError/ValueError.
+ * held throughout. Out of memory raises MemoryError; wrong argument types raise
+ * TypeError/ValueError.
+ *
+ * Python code can run in the middle of a call, so nothing the C reads may be borrowed from a
+ * container the caller can change (issue 39). The points where it can run: a bytes-like
+ * item's buffer (a class's __buffer__ and __release_buffer__ since Python 3.12), and any
+ * allocation of a tracked object or exception (the UnicodeEncodeError of a lone surrogate, the
+ * ValueError of an int past the str digits limit, a TypeError, a BufferError), where Python
+ * 3.11 may collect garbage and run a __del__. No other protocol is called: no __index__,
+ * __float__, __str__ (only an exact int's own str), comparison or hashing of a caller's
+ * object. So each entry point first takes owned references to the caller's items
+ * (owned_items); the row tuples, keys and kinds it then reads are immutable, and a text
+ * being read is held by its owned item (or by its buffer view).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -995,7 +1006,8 @@ state_free(State *s)
 
 /* The UTF-8 bytes of one text: bytes, str (its UTF-8; a str with a lone surrogate has none,
  * which declines) or another contiguous bytes-like object (*view is then held and must be
- * released). Returns OK, DECLINE, or -1 with an exception set. */
+ * released; one that is not contiguous, a strided memoryview, declines). Returns OK, DECLINE,
+ * or -1 with an exception set. The buffer protocol may run Python code (see the top). */
 static int
 text_bytes(PyObject *item, const unsigned char **data, size_t *len, Py_buffer *view, int *held)
 {
@@ -1021,6 +1033,10 @@ text_bytes(PyObject *item, const unsigned char **data, size_t *len, Py_buffer *v
     }
     if (PyObject_CheckBuffer(item)) {
         if (PyObject_GetBuffer(item, view, PyBUF_SIMPLE) < 0) {
+            if (PyErr_ExceptionMatches(PyExc_BufferError)) {
+                PyErr_Clear(); /* not one contiguous run of bytes: the caller's path decides */
+                return DECLINE;
+            }
             return -1;
         }
         *held = 1;
@@ -1031,6 +1047,32 @@ text_bytes(PyObject *item, const unsigned char **data, size_t *len, Py_buffer *v
     PyErr_Format(PyExc_TypeError, "a JSON text must be bytes or str, not %.100s",
                  Py_TYPE(item)->tp_name);
     return -1;
+}
+
+/* The items of the caller's sequence `arg` as an object this call owns, whose items it reads
+ * with PySequence_Fast_ITEMS: the caller's tuple (immutable), a list made from another
+ * iterable (no one else holds it), or a new tuple of strong references to the items of the
+ * caller's list. Python code that runs during the call (see the top) may then empty or free
+ * the caller's list without touching what the C reads. NULL with an exception set on error;
+ * NULL with none when the caller's list changed size while the copy was allocated (a garbage
+ * collection ran a __del__ there): the caller declines. */
+static PyObject *
+owned_items(PyObject *arg, const char *message)
+{
+    PyObject *sequence = PySequence_Fast(arg, message);
+    if (sequence == NULL || sequence != arg || !PyList_CheckExact(sequence)) {
+        return sequence;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(sequence);
+    PyObject *items = PyTuple_New(count); /* may collect garbage (Python 3.11) */
+    if (items != NULL && PyList_GET_SIZE(sequence) != count) {
+        Py_CLEAR(items); /* no exception: the caller declines */
+    }
+    for (Py_ssize_t i = 0; items != NULL && i < count; i++) {
+        PyTuple_SET_ITEM(items, i, Py_NewRef(PyList_GET_ITEM(sequence, i)));
+    }
+    Py_DECREF(sequence);
+    return items;
 }
 
 static Py_ssize_t
@@ -1066,9 +1108,9 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     if (max_depth < 0) {
         return NULL;
     }
-    PyObject *sequence = PySequence_Fast(args[0], "texts must be a sequence");
+    PyObject *sequence = owned_items(args[0], "texts must be a sequence");
     if (sequence == NULL) {
-        return NULL;
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     }
     Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
     PyObject **items = PySequence_Fast_ITEMS(sequence);
@@ -1143,7 +1185,7 @@ done:
  * ColumnKind repeats these numbers). None is null for every kind; a value of another type
  * than its kind lists declines. */
 enum {
-    K_NUMBER = 0,   /* int (exactly) or the text of a JSON number (grammar checked): a number */
+    K_NUMBER = 0,   /* int (exactly, nothing else: a str declines, issue 39): a number */
     K_STRING = 1,   /* str: a string */
     K_DATETIME = 2, /* str "YYYY-MM-DD HH:MM:SS[.f]": MySQL's datetime_text, as a string */
     K_TIME = 3,     /* str of [-0-9:.]: MySQL's time_text (fraction's trailing zeros), a string */
@@ -1232,20 +1274,6 @@ write_int(State *s, PyObject *item)
     }
     out_bytes(s, p, (size_t)(end - p));
     return OK;
-}
-
-/* The text of a JSON number, checked whole against the grammar and copied. */
-static int
-write_number_text(State *s, const unsigned char *text, size_t len)
-{
-    s->src = text;
-    s->len = len;
-    s->pos = 0;
-    int r = number_value(s);
-    if (r == OK && s->pos != len) {
-        return DECLINE;
-    }
-    return r;
 }
 
 /* MySQL's datetime_text (fetcher.adapters.sql.mysql) of the server's DATETIME/TIMESTAMP text:
@@ -1404,8 +1432,10 @@ write_value(State *s, PyObject *item, int kind, size_t level)
         }
         return DECLINE;
     }
-    if (kind == K_NUMBER && PyLong_CheckExact(item)) {
-        return write_int(s, item);
+    if (kind == K_NUMBER) {
+        /* only an exact int: a str that reads as a number is a string on the general path
+         * (a driver hands one over when the column is not what discovery said) */
+        return PyLong_CheckExact(item) ? write_int(s, item) : DECLINE;
     }
     if (kind == K_FLOAT) {
         return PyFloat_CheckExact(item) ? write_float(s, PyFloat_AS_DOUBLE(item)) : DECLINE;
@@ -1433,9 +1463,6 @@ write_value(State *s, PyObject *item, int kind, size_t level)
         return r;
     }
     switch (kind) {
-    case K_NUMBER:
-        r = write_number_text(s, text, len);
-        break;
     case K_STRING:
         r = write_text(s, text, len);
         break;
@@ -1538,10 +1565,10 @@ layout_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
         column_at[j] = at;
         member_bytes += (size_t)PyBytes_GET_SIZE(key) + 2 * (size_t)depth + 8;
     }
-    PyObject *sequence = PySequence_Fast(args[0], "rows must be a sequence");
+    PyObject *sequence = owned_items(args[0], "rows must be a sequence");
     if (sequence == NULL) {
         PyMem_Free(column_at);
-        return NULL;
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     }
     Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
     PyObject **rows = PySequence_Fast_ITEMS(sequence);

@@ -55,7 +55,8 @@ class ColumnKind(IntEnum):
     """How a column's values are written (``None`` is ``null`` for every kind); the numbers
     are the C module's."""
 
-    #: ``int``, or the text of a JSON number: the number.
+    #: ``int`` (exactly): the number. Anything else declines, a ``str`` that reads as a number
+    #: included: the general path writes that as a string (issue 39).
     NUMBER = 0
     #: ``str``: a string.
     STRING = 1
