@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # the build's setup.py (the optional C extension).
 DEPLOY_PY := deploy/container/fetcher-healthcheck deploy/compose/create-bucket.py setup.py
 
-.PHONY: install demo test test-unit lint bench clean image
+.PHONY: install demo test test-unit lint bench clean image fuzz fuzz-short
 
 # setup.py and the C source: an edited extension is rebuilt by `make install` (pip install -e).
 $(STAMP): pyproject.toml constraints.txt setup.py src/fetcher/adapters/jsonlayout/_native.c
@@ -31,7 +31,7 @@ lint: install
 
 # The S3 server (SeaweedFS) and the MongoDB wire server (nx-27017), both on loopback, run only
 # around the tests and are stopped by PID, both of them even when the tests or a start fail.
-test: install lint
+test: install lint fuzz-short
 	scripts/system-packages.sh
 	scripts/s3-server.sh start; rc=$$?; \
 	if [ $$rc -eq 0 ]; then scripts/mongo-server.sh start; rc=$$?; fi; \
@@ -46,6 +46,18 @@ test: install lint
 image: install
 	scripts/system-packages.sh image
 	$(BIN)/pytest -m image tests/deploy/test_image.py -s
+
+# The C layout (src/fetcher/adapters/jsonlayout/_native.c) built with AddressSanitizer and
+# UndefinedBehaviorSanitizer into build/fuzz/ (never the .venv's module), then: its tests under
+# the sanitizers on Python 3.11 and 3.12, and atheris (libFuzzer) on every entry point against
+# its Python twin for FUZZ_SECONDS each, reporting executions, C edges covered and CPU time
+# (scripts/fuzz.sh; installs clang when missing). `make test` runs fuzz-short: 10 s a target.
+FUZZ_SECONDS ?= 60
+fuzz: install
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh full
+
+fuzz-short: install
+	FUZZ_SECONDS=10 scripts/fuzz.sh short
 
 test-unit: install
 	$(BIN)/pytest tests/unit tests/architecture

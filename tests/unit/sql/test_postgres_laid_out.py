@@ -209,6 +209,20 @@ def test_any_value_in_any_column_is_the_general_paths_bytes_or_declines(
 
 
 @native
+def test_an_integer_minus_zero_declines_in_jsonb_and_is_kept_in_json() -> None:
+    """A fuzz finding (``make fuzz``, issue 34): the general path reads a ``jsonb`` column's
+    integers as ``int`` (PostgreSQL prints them canonically: ``'[-0]'::jsonb`` is ``[0]``), so
+    an integer ``-0`` there is written ``0``, where the C layout copied ``-0``; it now declines
+    it in ``jsonb`` and keeps it in ``json``, whose general path keeps it too."""
+    assert _same_or_declined([("[-0]",)], ["j"], ["jsonb"]) is None
+    assert _same_or_declined([('{"a": -0}',)], ["j"], ["jsonb"]) is None
+    assert _same_or_declined([("[-0.0, 0, -1, 10]",)], ["j"], ["jsonb"]) is not None
+    laid = _same_or_declined([("[-0]",)], ["j"], ["json"])
+    assert laid is not None
+    assert b"-0\n" in laid
+
+
+@native
 def test_the_values_of_each_kind_in_detail() -> None:
     names = ["b", "f4", "f8", "ts", "tz", "j", "e"]
     types = ["bool", "float4", "float8", "timestamp", "timestamptz", "json", "enum"]

@@ -94,6 +94,9 @@ typedef struct {
     size_t len;
     size_t pos;
     size_t max_depth;
+    /* K_JSONB: an integer "-0" declines (the general path reads jsonb's integers as ints, and
+     * an int has no sign of zero; PostgreSQL never prints one in jsonb) */
+    int canonical_ints;
     /* per-text buffers, reused from one text to the next */
     unsigned char *scratch; /* decoded strings that had escapes */
     size_t n_scratch, cap_scratch;
@@ -627,6 +630,9 @@ number_value(State *s)
         while (i < n && is_digit(p[i])) {
             i++;
         }
+    }
+    if (s->canonical_ints && i - s->pos == 2 && p[s->pos] == '-' && p[s->pos + 1] == '0') {
+        return DECLINE; /* an integer -0, read as the int 0 by the general path (K_JSONB) */
     }
     if (out_reserve(s, i - s->pos) != OK) {
         return NOMEM;
@@ -1196,7 +1202,8 @@ enum {
     K_BOOL = 8,     /* bool: true or false */
     K_STAMP = 9,    /* str, a PostgreSQL timestamp's text: write_stamp of it, unzoned */
     K_ZONED = 10,   /* str, a PostgreSQL timestamptz's text (UTC session): write_stamp, zoned */
-    K_COUNT = 11
+    K_JSONB = 11,   /* as K_JSON, but an integer -0 declines (PostgreSQL jsonb: canonical ints) */
+    K_COUNT = 12
 };
 
 /* A Python error inside a conversion: MemoryError is NOMEM, any other declines (the caller's
@@ -1478,8 +1485,10 @@ write_value(State *s, PyObject *item, int kind, size_t level)
         r = PyUnicode_IS_ASCII(item) ? write_stamp(s, text, len, kind == K_ZONED) : DECLINE;
         break;
     case K_JSON:
+    case K_JSONB:
         s->src = text;
         s->len = len;
+        s->canonical_ints = kind == K_JSONB;
         r = layout_text(s, level);
         break;
     default:

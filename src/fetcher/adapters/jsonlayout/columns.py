@@ -81,6 +81,10 @@ class ColumnKind(IntEnum):
     #: ``str``, PostgreSQL's ``timestamptz`` text in a UTC, ISO-DateStyle session: as
     #: :attr:`STAMP`, with the ``+00`` zone.
     ZONED_STAMP = 10
+    #: ``str``, PostgreSQL ``jsonb``'s text: as :attr:`JSON`, except that an integer ``-0``
+    #: declines. The general path reads jsonb's integers as ``int`` (the server prints them
+    #: canonically), which has no negative zero; the fuzzer met the difference (issue 34).
+    JSONB = 11
 
 
 @dataclass(frozen=True, slots=True)

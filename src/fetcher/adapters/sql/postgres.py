@@ -628,8 +628,8 @@ def _result_kind(column: Column, type_oid: int) -> ColumnKind | None:
     path does (:func:`_column_converter`): final scalars as loaded, JSON texts laid out,
     timestamps from their text, and the text forms of enums and other text types (``citext``)
     as strings; ``None`` for arrays and the types ``_finish`` converts (network, ranges …)."""
-    if type_oid in _JSON_OIDS:
-        return ColumnKind.JSON
+    if type_oid in _JSON_OIDS:  # jsonb's integers are read canonically (_column_converter)
+        return ColumnKind.JSONB if _JSON_OIDS[type_oid] else ColumnKind.JSON
     if type_oid in _STAMP_KINDS:
         return _STAMP_KINDS[type_oid]
     if type_oid in _FINAL_SCALAR_OIDS:
