@@ -45,9 +45,9 @@
  * ValueError of an int past the str digits limit, a TypeError, a BufferError), where Python
  * 3.11 may collect garbage and run a __del__. No other protocol is called: no __index__,
  * __float__, __str__ (only an exact int's own str), comparison or hashing of a caller's
- * object. So each entry point first takes owned references to the caller's items
- * (owned_items); the row tuples, keys and kinds it then reads are immutable, and a text
- * being read is held by its owned item (or by its buffer view).
+ * object. So each entry point reads the caller's items one at a time, holding each while it
+ * is laid out and declining when the sequence changed size (item_at); the row tuples, keys
+ * and kinds it reads are immutable, and a text being read is held by its item (or view).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -601,6 +601,12 @@ number_value(State *s)
     }
     if (p[i] == '0') {
         i++;
+        /* an integer -0 declines in K_JSONB (the general path reads it as the int 0); tested
+         * here, where only numbers whose integer part is 0 pay for it */
+        if (s->canonical_ints && i - s->pos == 2 &&
+            (i >= n || (p[i] != '.' && p[i] != 'e' && p[i] != 'E'))) {
+            return DECLINE;
+        }
     }
     else if (p[i] >= '1' && p[i] <= '9') {
         while (i < n && is_digit(p[i])) {
@@ -630,9 +636,6 @@ number_value(State *s)
         while (i < n && is_digit(p[i])) {
             i++;
         }
-    }
-    if (s->canonical_ints && i - s->pos == 2 && p[s->pos] == '-' && p[s->pos + 1] == '0') {
-        return DECLINE; /* an integer -0, read as the int 0 by the general path (K_JSONB) */
     }
     if (out_reserve(s, i - s->pos) != OK) {
         return NOMEM;
@@ -1055,30 +1058,19 @@ text_bytes(PyObject *item, const unsigned char **data, size_t *len, Py_buffer *v
     return -1;
 }
 
-/* The items of the caller's sequence `arg` as an object this call owns, whose items it reads
- * with PySequence_Fast_ITEMS: the caller's tuple (immutable), a list made from another
- * iterable (no one else holds it), or a new tuple of strong references to the items of the
- * caller's list. Python code that runs during the call (see the top) may then empty or free
- * the caller's list without touching what the C reads. NULL with an exception set on error;
- * NULL with none when the caller's list changed size while the copy was allocated (a garbage
- * collection ran a __del__ there): the caller declines. */
-static PyObject *
-owned_items(PyObject *arg, const char *message)
+/* The item at `i` of the caller's sequence (a list or tuple from PySequence_Fast) as a new
+ * reference, or NULL when the sequence no longer holds `count` items: Python code that ran
+ * during the call (see the top) changed it, and the call declines. Each item is read afresh
+ * (never through a pointer to the list's storage kept across a point where Python code may
+ * run) and held while it is laid out: one reference count on a line the layout reads
+ * anyway, where a copy of the whole list cost 4-10 % of layout_rows (cache misses). */
+static inline PyObject *
+item_at(PyObject *sequence, Py_ssize_t count, Py_ssize_t i)
 {
-    PyObject *sequence = PySequence_Fast(arg, message);
-    if (sequence == NULL || sequence != arg || !PyList_CheckExact(sequence)) {
-        return sequence;
+    if (PySequence_Fast_GET_SIZE(sequence) != count) {
+        return NULL;
     }
-    Py_ssize_t count = PyList_GET_SIZE(sequence);
-    PyObject *items = PyTuple_New(count); /* may collect garbage (Python 3.11) */
-    if (items != NULL && PyList_GET_SIZE(sequence) != count) {
-        Py_CLEAR(items); /* no exception: the caller declines */
-    }
-    for (Py_ssize_t i = 0; items != NULL && i < count; i++) {
-        PyTuple_SET_ITEM(items, i, Py_NewRef(PyList_GET_ITEM(sequence, i)));
-    }
-    Py_DECREF(sequence);
-    return items;
+    return Py_NewRef(PySequence_Fast_GET_ITEM(sequence, i));
 }
 
 static Py_ssize_t
@@ -1114,12 +1106,12 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     if (max_depth < 0) {
         return NULL;
     }
-    PyObject *sequence = owned_items(args[0], "texts must be a sequence");
+    PyObject *sequence = PySequence_Fast(args[0], "texts must be a sequence");
     if (sequence == NULL) {
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+        return NULL;
     }
     Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
-    PyObject **items = PySequence_Fast_ITEMS(sequence);
+    PyObject **items = PySequence_Fast_ITEMS(sequence); /* only until Python code may run */
 
     State s;
     memset(&s, 0, sizeof(s));
@@ -1146,13 +1138,19 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     }
 
     for (Py_ssize_t i = 0; i < count && outcome == OK; i++) {
+        PyObject *item = item_at(sequence, count, i);
+        if (item == NULL) {
+            outcome = DECLINE;
+            break;
+        }
         Py_buffer view;
         int held;
-        int got = text_bytes(items[i], &s.src, &s.len, &view, &held);
-        if (got < 0) {
-            goto done;
-        }
-        if (got == DECLINE) {
+        int got = text_bytes(item, &s.src, &s.len, &view, &held);
+        if (got != OK) {
+            Py_DECREF(item);
+            if (got < 0) {
+                goto done;
+            }
             outcome = DECLINE;
             break;
         }
@@ -1163,8 +1161,9 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
             outcome = layout_text(&s, (size_t)depth);
         }
         if (held) {
-            PyBuffer_Release(&view);
+            PyBuffer_Release(&view); /* may run Python code: the next item_at checks */
         }
+        Py_DECREF(item);
     }
 
     if (outcome == OK) {
@@ -1574,13 +1573,13 @@ layout_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
         column_at[j] = at;
         member_bytes += (size_t)PyBytes_GET_SIZE(key) + 2 * (size_t)depth + 8;
     }
-    PyObject *sequence = owned_items(args[0], "rows must be a sequence");
+    PyObject *sequence = PySequence_Fast(args[0], "rows must be a sequence");
     if (sequence == NULL) {
         PyMem_Free(column_at);
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+        return NULL;
     }
     Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
-    PyObject **rows = PySequence_Fast_ITEMS(sequence);
+    PyObject **rows = PySequence_Fast_ITEMS(sequence); /* only for the guess: no Python runs */
 
     State s;
     memset(&s, 0, sizeof(s));
@@ -1588,8 +1587,13 @@ layout_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
     PyObject *result = NULL;
     int outcome = out_reserve(&s, columns_guess(rows, count, member_bytes));
 
+    PyObject *row = NULL; /* held while its values are written (a tuple: they are its own) */
     for (Py_ssize_t i = 0; i < count && outcome == OK; i++) {
-        PyObject *row = rows[i];
+        Py_XSETREF(row, item_at(sequence, count, i));
+        if (row == NULL) {
+            outcome = DECLINE;
+            break;
+        }
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != width) {
             outcome = DECLINE; /* the caller's path reports a row of another width */
             break;
@@ -1628,6 +1632,7 @@ layout_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
             out_byte(&s, '}');
         }
     }
+    Py_XDECREF(row);
 
     if (outcome == OK) {
         if (_PyBytes_Resize(&s.out_obj, (Py_ssize_t)s.n_out) == 0) {
