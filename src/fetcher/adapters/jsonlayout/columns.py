@@ -13,11 +13,12 @@ texts.layout_rows` lays them out. The server does no more work than for the gene
 path.
 
 It declines (``None``) a batch holding anything it does not write exactly as the general path
-would: a value of another type than its kind (a ``bool``, ``bytes`` in a text column), a text
-of another shape (a datetime the server did not print), JSON that is not exactly one valid
-value or nests past the bound, a row of another width, or the module not being built. The
-connector then takes its general path for that batch, which also raises whatever error that
-batch deserves, so the rows and errors are the same either way.
+would: a value of another type than its kind (a ``bool``, ``bytes`` in a text column, a ``str``
+in a NUMBER column), an integer ``-0`` in a ``jsonb`` text, a text of another shape (a datetime
+the server did not print), JSON that is not exactly one valid value or nests past the bound, a
+row of another width, a rows list that changes length during the call, or the module not being
+built. The connector then takes its general path for that batch, which also raises whatever
+error that batch deserves, so the rows and errors are the same either way.
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ Declined:
 * an object with the same key twice (the reference keeps the last one);
 * a value nesting deeper than ``max_depth`` containers (default
   :data:`~fetcher.engine.errors.MAX_JSON_DEPTH`; ``[]`` nests 1, a scalar 0).
+* a bytes-like text that is not one contiguous run of bytes (a strided ``memoryview``);
+* a ``texts`` list that changes length during the call (a ``__buffer__`` that empties it, or a
+  ``__del__`` run by a collection: Python code can run inside the call, issue 39).
 
 Keys compare by the bytes of their decoded UTF-8, which is code-point order: every valid key
 compares exactly, so no key is declined for its content.
