@@ -94,9 +94,11 @@ if [[ -n $python312 ]]; then
     if [[ ! -x $venv312/bin/python ]]; then
         "$python312" -m venv "$venv312"
         # the project's dependencies, not the project (its normal build would go into src/)
-        deps=$("$python312" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; o = p["optional-dependencies"]; print(" ".join(p["dependencies"] + o["postgres"] + o["mysql"]))')
-        # shellcheck disable=SC2086
-        "$venv312/bin/python" -m pip install --quiet -c constraints.txt $deps \
+        mapfile -t deps < <("$python312" -c 'import tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras = project["optional-dependencies"]
+print("\n".join(project["dependencies"] + extras["postgres"] + extras["mysql"]))')
+        "$venv312/bin/python" -m pip install --quiet -c constraints.txt "${deps[@]}" \
             pytest pytest-asyncio hypothesis
     fi
     module312=$(build "$venv312/bin/python" "$root/3.12")
