@@ -7,14 +7,14 @@ STAMP := $(VENV)/.installed
 # the build's setup.py (the optional C extension).
 DEPLOY_PY := deploy/container/fetcher-healthcheck deploy/compose/create-bucket.py setup.py
 
-.PHONY: install demo test test-unit lint bench clean image
+.PHONY: install demo test test-unit lint bench clean image fuzz fuzz-short
 # Where `make lint` writes each rendered Kubernetes overlay (kubectl kustomize) to validate it.
 RENDERED ?= $(VENV)/rendered
 # The base's objects (its kustomization.yaml is no Kubernetes object: rendered, not validated).
 K8S_BASE := $(filter-out %/kustomization.yaml,$(wildcard deploy/kubernetes/base/*.yaml))
 
 # setup.py and the C source: an edited extension is rebuilt by `make install` (pip install -e).
-$(STAMP): pyproject.toml constraints.txt setup.py src/fetcher/adapters/_json_layout.c
+$(STAMP): pyproject.toml constraints.txt setup.py src/fetcher/adapters/jsonlayout/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
@@ -38,7 +38,7 @@ lint: install
 
 # The S3 server (SeaweedFS) and the MongoDB wire server (nx-27017), both on loopback, run only
 # around the tests and are stopped by PID, both of them even when the tests or a start fail.
-test: install lint
+test: install lint fuzz-short
 	scripts/system-packages.sh
 	scripts/s3-server.sh start; rc=$$?; \
 	if [ $$rc -eq 0 ]; then scripts/mongo-server.sh start; rc=$$?; fi; \
@@ -59,6 +59,20 @@ image: install
 	scripts/image.sh build $(IMAGE)
 	FETCHER_IMAGE=$(IMAGE) $(BIN)/pytest -m image tests/deploy/test_image.py -s
 	scripts/image.sh report $(IMAGE) $(IMAGE_ARCHIVE)
+
+# The C layout (src/fetcher/adapters/jsonlayout/_native.c) built with AddressSanitizer and
+# UndefinedBehaviorSanitizer into build/fuzz/ (never the .venv's module), then: its tests under
+# the sanitizers on Python 3.11 and 3.12, and atheris (libFuzzer) on every entry point against
+# its Python twin for FUZZ_SECONDS each, reporting executions, C edges covered and CPU time
+# (scripts/fuzz.sh; installs clang when missing). `make test` runs fuzz-short: 10 s a target.
+# Python 3.12 is PYTHON312, else python3.12 on PATH, else pyenv's; without one the 3.12 leg
+# fails, unless FUZZ_SKIP_312=1 leaves it out.
+FUZZ_SECONDS ?= 60
+fuzz: install
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh full
+
+fuzz-short: install
+	FUZZ_SECONDS=10 scripts/fuzz.sh short
 
 test-unit: install
 	$(BIN)/pytest tests/unit tests/architecture

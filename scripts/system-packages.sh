@@ -7,11 +7,18 @@
 # `scripts/system-packages.sh image` installs instead what `make image` needs:
 #   podman, debootstrap   build the OCI image and its Debian base (tests/deploy/test_image.py)
 # `scripts/system-packages.sh lint` installs what `make lint` needs: kubectl, as above.
+# `scripts/system-packages.sh fuzz` what `make fuzz` needs (scripts/fuzz.sh):
+#   clang, libclang-rt-14-dev   the sanitizer build of the C layout and its runtimes (ASan,
+#                               UBSan, libFuzzer)
 # Runs as root on the project machines (CI included); elsewhere it says what to install.
 set -euo pipefail
 
 missing=()
-if [[ "${1:-}" == image ]]; then
+if [[ "${1:-}" == fuzz ]]; then
+    command -v clang >/dev/null || missing+=(clang)
+    [[ -f $(clang -print-file-name=libclang_rt.asan-x86_64.a 2>/dev/null || echo /absent) ]] ||
+        missing+=(libclang-rt-14-dev)
+elif [[ "${1:-}" == image ]]; then
     command -v podman >/dev/null || missing+=(podman)
     command -v debootstrap >/dev/null || missing+=(debootstrap)
 elif [[ "${1:-}" == lint ]]; then

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import pybase64
 
-from fetcher.adapters.encoder_process import BatchEncoder
+from fetcher.adapters.jsonlayout import BatchEncoder
 from fetcher.adapters.messaging.inprocess import InProcessEventBus, InProcessWorkQueue
 from fetcher.adapters.objectstore.local import LocalObjectStore
 from fetcher.adapters.spool import EncryptedSpoolFactory

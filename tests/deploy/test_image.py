@@ -131,10 +131,10 @@ def test_embedded_mode_starts_healthy_and_drains_on_sigterm(process: ImageProces
 
 
 def test_the_c_extension_is_built_into_the_image(process: ImageProcess) -> None:
-    """The build stage compiles ``fetcher.adapters._json_layout`` (optional for ``pip
+    """The build stage compiles ``fetcher.adapters.jsonlayout._native`` (optional for ``pip
     install``, not for the image): it imports and lays a value out in the image."""
     script = (
-        "import sys; from fetcher.adapters import json_layout as j; "
+        "import sys; from fetcher.adapters import jsonlayout as j; "
         "sys.exit(3) if not j.NATIVE else sys.stdout.buffer.write(j.layout_value(sys.argv[1], 0))"
     )
     result = process.run(["/opt/fetcher/bin/python", "-c", script, '{"b":1,"a":[]}'])
