@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
+from fetcher.adapters.store._common import load_migrations
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import (
     FETCHER_BIN,
@@ -200,3 +201,17 @@ async def test_a_sqlite_store_of_the_previous_release_is_served_after_the_upgrad
             old.pending: ["job.completed"],
             old.processing: ["job.failed"],
         }
+
+
+async def test_fetcher_migrate_and_a_starting_manager_do_not_race(
+    databases: DatabaseFactory, launcher: ProcessLauncher
+) -> None:
+    """Both run the one migration transaction behind the one lock: whichever comes second
+    finds nothing to do, both succeed, and every version is recorded once."""
+    database = databases.create("fetcher_race")
+    manager = launcher.start_manager(DATABASE_URL=database.url)
+    done = await asyncio.to_thread(fetcher_migrate, database.url)
+    await manager.wait_healthy(launcher.http)
+    assert done.returncode == 0, done.stdout + done.stderr
+    versions = [r["version"] for r in database.records("SELECT version FROM schema_migrations")]
+    assert sorted(versions) == [m.version for m in load_migrations("postgres")]
