@@ -10,20 +10,25 @@ get`` downloads the job's result from the copied bucket and verifies it (GCM tag
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.e2e.conftest import E2E, SOURCE_CONFIG
 from tests.e2e.harness import (
     FETCHER_BIN,
+    MASTER_KEY,
     Database,
     DatabaseFactory,
     ManagerApi,
     Stack,
     decrypt_result_object,
+    embedded_fetcher,
 )
 from tests.services import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, fresh_bucket
 
@@ -97,3 +102,42 @@ async def test_a_restored_database_and_bucket_serve_the_job_and_its_result(
         original = stack.results.read(before["resultPath"])
         assert target.read_bytes() == decrypt_result_object(stack.keys.storage, original)
         await manager.terminate()
+
+
+async def test_a_restored_sqlite_store_and_object_folder_serve_the_job_and_its_result(
+    source_db: Database, tmp_path: Path, http: httpx.AsyncClient
+) -> None:
+    """Embedded mode's runbook: ``sqlite3 .backup`` (safe while the process runs) and a copy
+    of the object folder, restored into a new state folder that a new process starts on."""
+    live, backup, restored = tmp_path / "live", tmp_path / "backup", tmp_path / "restored"
+    async with embedded_fetcher(live) as embedded:
+        api = ManagerApi(http, embedded.base_url)
+        await api.create_connection(
+            SOURCE_CONFIG, source_db.name, password="x", host=source_db.host, port=source_db.port
+        )
+        job_id = await api.submit({SOURCE_CONFIG: {"public.accounts": ["id", "email"]}})
+        before = await api.wait_terminal(job_id)
+        assert before["status"] == "completed", before
+        backup.mkdir(mode=0o700)
+        await asyncio.to_thread(
+            shell, ["sqlite3", str(live / "state" / "meta.db"), f".backup '{backup}/meta.db'"], {}
+        )
+        await asyncio.to_thread(
+            shell, ["cp", "-a", str(live / "state" / "objects"), f"{backup}/objects"], {}
+        )
+    (restored / "state").mkdir(mode=0o700, parents=True)
+    await asyncio.to_thread(shell, ["cp", "-a", f"{backup}/.", str(restored / "state")], {})
+    async with embedded_fetcher(restored) as embedded:
+        after = await ManagerApi(http, embedded.base_url).job(job_id)
+        assert after == before
+        target = tmp_path / "result.json"
+        await asyncio.to_thread(
+            shell,
+            [FETCHER_BIN, "result", "get", job_id, "--api", embedded.base_url, "-o", str(target)],
+            {
+                "APP_ENC_KEY": MASTER_KEY,
+                "OBJECT_STORAGE_LOCAL_DIR": str(restored / "state/objects"),
+            },
+        )
+        document = json.loads(target.read_bytes())
+        assert sorted(r["id"] for r in document[SOURCE_CONFIG]["accounts"]) == [1, 2, 3, 4, 5, 6]
