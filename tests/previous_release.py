@@ -85,11 +85,15 @@ def write_previous_release(
     source_database: str,
     pending_age: timedelta,
     processing_age: timedelta,
+    head: bool = False,
 ) -> OldRows:
     """Apply the previous release's migrations with its ledger and write its rows, through
-    ``execute(sql, params)`` (``?`` marks; the caller adapts them to its driver)."""
+    ``execute(sql, params)`` (``?`` marks; the caller adapts them to its driver). ``head``:
+    apply every shipped migration instead, and write the same rows: the previous release's
+    processes running on this release's schema (a rollback, docs/upgrades.md)."""
     now = datetime.now(UTC)
-    for migration in previous_migrations(backend):
+    schema = load_migrations(backend) if head else previous_migrations(backend)
+    for migration in schema:
         for statement in _script(migration.sql, backend):
             execute(statement, ())
     applied_at = "TIMESTAMPTZ NOT NULL DEFAULT now()" if backend == "postgres" else "TEXT NOT NULL"
@@ -98,7 +102,7 @@ def write_previous_release(
         f" applied_at {applied_at})",
         (),
     )
-    for migration in previous_migrations(backend):
+    for migration in schema:
         execute(
             "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
             (migration.version, migration.name, _ts(now - timedelta(days=30))),

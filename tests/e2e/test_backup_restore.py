@@ -122,11 +122,13 @@ async def test_a_restored_sqlite_store_and_object_folder_serve_the_job_and_its_r
         await asyncio.to_thread(
             shell, ["sqlite3", str(live / "state" / "meta.db"), f".backup '{backup}/meta.db'"], {}
         )
+        await asyncio.to_thread(shell, ["chmod", "600", f"{backup}/meta.db"], {})
         await asyncio.to_thread(
             shell, ["cp", "-a", str(live / "state" / "objects"), f"{backup}/objects"], {}
         )
     (restored / "state").mkdir(mode=0o700, parents=True)
     await asyncio.to_thread(shell, ["cp", "-a", f"{backup}/.", str(restored / "state")], {})
+    assert (restored / "state" / "meta.db").stat().st_mode & 0o777 == 0o600  # §13 "Files"
     async with embedded_fetcher(restored) as embedded:
         after = await ManagerApi(http, embedded.base_url).job(job_id)
         assert after == before
