@@ -126,7 +126,7 @@ class StoreLifecycle(Protocol):
 
     async def migration_status(self) -> MigrationStatus:
         """The schema's state without changing anything (``fetcher migrate --check``): reads
-        the ledger only, takes no lock, creates nothing."""
+        the ledger only, takes no lock, creates no table."""
         ...
 
     async def ping(self) -> None:

@@ -124,7 +124,8 @@ def test_an_unusable_url_fails_without_printing_it(tmp_path: Path) -> None:
     assert err.endswith("migrate failed: metadata store unavailable: PoolTimeout\n")
     assert secret not in err
     assert run(f"sqlite:///{tmp_path / 'meta.db'}", "--check")[0] == 3
-    assert not (tmp_path / "meta.db").exists() or ledger_absent(tmp_path / "meta.db")
+    assert (tmp_path / "meta.db").stat().st_mode & 0o777 == 0o600  # created empty, as a start
+    assert ledger_absent(tmp_path / "meta.db")
 
 
 def ledger_absent(path: Path) -> bool:
