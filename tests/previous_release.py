@@ -18,9 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from fetcher.adapters.store._common import Migration, load_migrations
 from fetcher.crypto import KeySet, encrypt_credential, parse_master_key
+from fetcher.services.jobs.work_messages import signed_work_headers
 
 #: The migration versions the previous release shipped. Add a release's versions here when
 #: it is cut; never remove one.
@@ -30,6 +32,7 @@ PRODUCT = "payments"
 CE_SOURCE = "//lerian.fetcher/worker"
 #: The error text the previous release stored for :attr:`OldRows.failed`.
 OLD_FAILURE = "extraction failed: upstream said no"
+MAPPED_FIELDS = '{"pg_src":{"public.accounts":["id","email"]}}'
 
 
 def previous_migrations(backend: str) -> list[Migration]:
@@ -61,11 +64,13 @@ class OldRows:
     mysql_connection: str  #: MYSQL ``mysql_old``, password encrypted
     mongo_connection: str  #: MONGODB ``mongo_old``, no credentials
     deleted_connection: str  #: POSTGRESQL ``pg_retired``, soft-deleted
-    pending: str  #: pending, its work message never processed
+    pending: str  #: pending long ago, its work message lost: the reaper's (§4.4)
+    queued: str  #: pending, its work message still in the queue (:func:`work_message`)
     processing: str  #: processing, its Worker gone
     completed: str  #: completed; its job.completed event published (sent_at set)
     failed: str  #: failed; its job.failed event NOT yet published (sent_at NULL)
     password: str  #: the plaintext of every stored password
+    queued_at: str  #: the ``created_at`` of :attr:`queued`
 
     @property
     def live_connections(self) -> set[str]:
@@ -115,10 +120,12 @@ def write_previous_release(
         mongo_connection=_id(),
         deleted_connection=_id(),
         pending=_id(),
+        queued=_id(),
         processing=_id(),
         completed=_id(),
         failed=_id(),
         password=password,
+        queued_at=_ts(now - timedelta(seconds=10)),
     )
     made = _ts(now - timedelta(days=3))
     connections = (
@@ -141,10 +148,11 @@ def write_previous_release(
             (cid, PRODUCT, name, kind, host, port, database, user, encrypted, metadata,
              made, made, deleted),
         )  # fmt: skip
-    mapped = '{"pg_src":{"public.accounts":["id","email"]}}'
+    mapped = MAPPED_FIELDS
     links = json.dumps({"pg_src": rows.pg_connection})
     jobs = (  # id, status, active, created, started, completed, result, error
         (rows.pending, "pending", True, now - pending_age, None, None, None, None),
+        (rows.queued, "pending", True, now - timedelta(seconds=10), None, None, None, None),
         (rows.processing, "processing", True, now - processing_age - timedelta(seconds=1),
          now - processing_age, None, None, None),
         (rows.completed, "completed", False, now - timedelta(hours=2),
@@ -170,6 +178,30 @@ def write_previous_release(
     for jid, kind, sent in ((rows.completed, "completed", True), (rows.failed, "failed", False)):
         _outbox(execute, backend, jid, kind, sent=sent, at=now - timedelta(minutes=30))
     return rows
+
+
+def work_message(old: OldRows, *, master_key: str, work_queue: str) -> tuple[bytes, dict[str, Any]]:
+    """The §7.2 work message the previous release's Manager published for :attr:`OldRows.queued`
+    (body and AMQP headers, signed per §7.3): it waits in the durable queue across the
+    upgrade."""
+    body = json.dumps(
+        {
+            "createdAt": old.queued_at,
+            "jobId": old.queued,
+            "mappedFields": json.loads(MAPPED_FIELDS),
+            "metadata": {"source": PRODUCT, "correlationId": "old-1"},
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+    internal = KeySet.from_master(parse_master_key(master_key)).internal_hmac
+    headers = signed_work_headers(
+        internal,
+        body,
+        routing_key=work_queue,
+        base={"jobId": old.queued, "x-request-id": "req-old-1", "x-retry-count": 0},
+    )
+    return body, dict(headers)
 
 
 def _outbox(

@@ -5,12 +5,13 @@ SQL in that schema's shape (:mod:`tests.previous_release`). This release then up
 by a process start (Manager; embedded on SQLite) or first by ``fetcher migrate``, and the
 running processes must still serve every job and connection and deliver every pending event:
 
-* PostgreSQL (Manager + Worker): the four jobs read back as written; the live connections
+* PostgreSQL (Manager + Worker): the jobs read back as written; the live connections
   are listed and the soft-deleted one stays gone; the unpublished ``job.failed`` row is
   published to the events exchange and joins the feed; the stale ``pending`` and
-  ``processing`` jobs are reaped per §4.4 with their events; a new job on the old stored
+  ``processing`` jobs are reaped per §4.4 with their events; the ``pending`` job whose work
+  message the previous release queued is processed; a new job on the old stored
   connection completes (its password, encrypted by the previous release, still decrypts).
-* SQLite (embedded): at start the ``processing`` job is failed and the ``pending`` one
+* SQLite (embedded): at start the ``processing`` job is failed and the ``pending`` ones
   re-enqueued (§4.4) and processed with the old stored connection; the unpublished event is
   delivered to the feed.
 """
@@ -36,14 +37,17 @@ from tests.e2e.harness import (
     DatabaseFactory,
     ManagerApi,
     ProcessLauncher,
+    RawMessage,
     embedded_fetcher,
     eventually,
+    publish_work,
 )
 from tests.previous_release import (
     OLD_FAILURE,
     PRODUCT,
     OldRows,
     added_migrations,
+    work_message,
     write_postgres,
     write_sqlite,
 )
@@ -132,8 +136,14 @@ async def test_a_postgres_store_of_the_previous_release_is_served_after_the_upgr
         await asyncio.to_thread(migrate_separately, database.url, "postgres")
     manager = await launcher.manager(DATABASE_URL=database.url)
     api = ManagerApi(http, manager.base_url)
+    # The previous release's Manager queued this job's work message before the upgrade; the
+    # durable queue keeps it (published now: the queue exists once a Manager declared it).
+    body, headers = work_message(old, master_key=MASTER_KEY, work_queue=broker.names.work_queue)
+    async with broker.channel() as channel:
+        await publish_work(channel, broker.names.work_queue, RawMessage(body, headers))
     expected = {
         old.pending: "pending",
+        old.queued: "pending",
         old.processing: "processing",
         old.completed: "completed",
         old.failed: "failed",
@@ -152,6 +162,9 @@ async def test_a_postgres_store_of_the_previous_release_is_served_after_the_upgr
             reaped = await api.wait_terminal(job_id)
             assert (reaped["status"], reaped["metadata"]["error"]) == ("failed", error)
             await broker.collector.wait_for(job_id, "job.failed")
+        queued = await api.wait_terminal(old.queued)
+        assert queued["status"] == "completed", queued
+        await broker.collector.wait_for(old.queued, "job.completed")
         fresh = await api.submit({"pg_src": {"public.accounts": ["id"]}})
         done = await api.wait_terminal(fresh)
         assert done["status"] == "completed", done
@@ -161,6 +174,7 @@ async def test_a_postgres_store_of_the_previous_release_is_served_after_the_upgr
     assert feed[old.completed] == ["job.completed"]
     assert feed[old.failed] == ["job.failed"]
     assert feed[old.pending] == feed[old.processing] == ["job.failed"]
+    assert feed[old.queued] == ["job.completed"]
 
 
 @pytest.mark.parametrize("upgrade_by", ["embedded start", "fetcher migrate"])
@@ -181,8 +195,9 @@ async def test_a_sqlite_store_of_the_previous_release_is_served_after_the_upgrad
         await asyncio.to_thread(migrate_separately, f"sqlite:///{store}", "sqlite")
     async with embedded_fetcher(tmp_path) as embedded:
         api = ManagerApi(http, embedded.base_url)
-        processed = await api.wait_terminal(old.pending)
-        assert processed["status"] == "completed", processed
+        for job_id in (old.pending, old.queued):
+            processed = await api.wait_terminal(job_id)
+            assert processed["status"] == "completed", processed
         abandoned = await api.job(old.processing)
         assert (abandoned["status"], abandoned["metadata"]["error"]) == ("failed", ABANDONED)
         assert await status_of(api, old.completed) == "completed"
@@ -192,13 +207,14 @@ async def test_a_sqlite_store_of_the_previous_release_is_served_after_the_upgrad
 
         async def delivered() -> dict[str, list[str]] | None:
             feed = await feed_job_events(http, embedded.base_url)
-            return feed if len(feed) == 4 else None
+            return feed if len(feed) == 5 else None
 
-        feed = await eventually(delivered, "the four jobs' events in the feed")
+        feed = await eventually(delivered, "the five jobs' events in the feed")
         assert feed == {
             old.completed: ["job.completed"],
             old.failed: ["job.failed"],
             old.pending: ["job.completed"],
+            old.queued: ["job.completed"],
             old.processing: ["job.failed"],
         }
 

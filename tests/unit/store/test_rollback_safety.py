@@ -52,12 +52,13 @@ async def assert_served(full: SqlMetadataStore, old: OldRows) -> None:
     status = await full.migration_status()
     assert status.pending == ()
     statuses = {}
-    for job_id in (old.pending, old.processing, old.completed, old.failed):
+    for job_id in (old.pending, old.queued, old.processing, old.completed, old.failed):
         job = await full.get_job(job_id, tenant="")
         assert job is not None
         statuses[job_id] = job.status
     assert statuses == {
         old.pending: "pending",
+        old.queued: "pending",
         old.processing: "processing",
         old.completed: "completed",
         old.failed: "failed",
