@@ -36,7 +36,7 @@ from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 from fetcher.services.records import (
     ConnectionQuery,
@@ -380,6 +380,8 @@ class JobSearchQuery:
     (``connection_ids``); ``datasource`` matches a job that names that datasource without a
     stored connection for it (an internal datasource, §9.4). ``after`` is the last row of the
     previous page: only rows strictly before it in the order are returned.
+    ``max_document_bytes``: the largest ``mappedFields``/``filters``/``metadata`` text (UTF-8
+    bytes) a listed row carries whole (:class:`ListedJob`).
     """
 
     tenant: str
@@ -391,6 +393,18 @@ class JobSearchQuery:
     created_from: datetime | None = None
     created_before: datetime | None = None
     after: tuple[datetime, str] | None = None
+    max_document_bytes: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ListedJob:
+    """A job as a list page carries it: ``cut`` names the documents (``mappedFields``,
+    ``filters``, ``metadata``) whose stored text was over ``max_document_bytes`` and that the
+    store left in the database. In ``job`` a cut ``mapped_fields_json`` is ``{}``, a cut
+    ``filters_json`` ``None`` and a cut ``metadata_json`` ``{"source": <its source>}``."""
+
+    job: JobRecord
+    cut: tuple[Literal["mappedFields", "filters", "metadata"], ...] = ()
 
 
 class JobSearch(Protocol):
@@ -400,7 +414,9 @@ class JobSearch(Protocol):
     store method. Errors as :class:`MetadataStore` (:class:`StoreUnavailableError`).
     """
 
-    async def search_jobs(self, query: JobSearchQuery) -> list[JobRecord]:
+    async def search_jobs(self, query: JobSearchQuery) -> list[ListedJob]:
         """Up to ``query.limit`` of the tenant's matching jobs, by ``created_at`` then ``id``,
-        both descending. An index serves every filter combination's order."""
+        both descending. An index serves every filter combination's order. A document over
+        ``query.max_document_bytes`` MUST be cut in the database, never read whole: a page's
+        memory is bounded by its rows' small columns, whatever the jobs' documents hold."""
         ...

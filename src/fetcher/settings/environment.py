@@ -7,6 +7,7 @@ port. Secrets are held with ``repr=False`` so a logged ``Settings`` never shows 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -34,6 +35,9 @@ __all__ = [
 
 _VERSION_RE = re.compile(r"[A-Za-z0-9._-]{1,32}")
 _INT_RE = re.compile(r"-?[0-9]{1,18}")
+#: An ``ALLOWED_HOSTS`` name: ``name``, ``.suffix`` or ``*.suffix`` (DNS characters, no port,
+#: no scheme).
+_HOST_ENTRY_RE = re.compile(r"(?:\*?\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?")
 DEFAULT_SQLITE_URL = "sqlite:///./fetcher-data/fetcher.db"
 
 
@@ -89,6 +93,9 @@ class Settings:
     deployment_mode: str = "local"
     ssrf_guard: bool = False
     cors_origins: tuple[str, ...] = ()
+    #: ``ALLOWED_HOSTS`` (issue 33): ``Host`` names served besides IP literals, ``localhost``
+    #: and the ``SERVER_ADDRESS`` host (``fetcher.services.api.request_origin``).
+    allowed_hosts: tuple[str, ...] = ()
     http_max_connections: int = 1000
     sqlite_allowed_dir: str | None = None
     server_host: str = ""
@@ -186,6 +193,7 @@ class _Reader:
             cors_origins=tuple(
                 o.strip() for o in self.get("CORS_ALLOWED_ORIGINS").split(",") if o.strip()
             ),
+            allowed_hosts=self._allowed_hosts(),
             http_max_connections=self._http_max_connections(mode),
             sqlite_allowed_dir=self.get("SQLITE_ALLOWED_DIR") or None,
             server_host=host,
@@ -395,6 +403,15 @@ class _Reader:
             local_dir=self.get("OBJECT_STORAGE_LOCAL_DIR", "./fetcher-data/objects"),
         )
 
+    def _allowed_hosts(self) -> tuple[str, ...]:
+        """``ALLOWED_HOSTS``: ``*``, a DNS name, ``.suffix`` (or ``*.suffix``) or an IP literal,
+        comma-separated (no scheme, no port); anything else refuses the start."""
+        entries = tuple(e.strip() for e in self.get("ALLOWED_HOSTS").split(",") if e.strip())
+        for entry in entries:
+            if entry != "*" and not _HOST_ENTRY_RE.fullmatch(entry) and not _is_ip(entry):
+                raise StartupRefused("invalid value for ALLOWED_HOSTS")
+        return entries
+
     def _server_address(self) -> tuple[str, int]:
         raw = self.get("SERVER_ADDRESS", ":4006")
         host, sep, port = raw.rpartition(":")
@@ -432,3 +449,11 @@ def _url_password(url: str) -> str | None:
         return urlsplit(url).password
     except ValueError:
         return None
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True

@@ -15,9 +15,9 @@ import logging
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 from fetcher.adapters.store import _common as c
 from fetcher.adapters.store import _statements as q
@@ -33,7 +33,7 @@ from fetcher.adapters.store._program import (
     run_all,
     single,
 )
-from fetcher.adapters.store.job_search import search_statement
+from fetcher.adapters.store.job_search import CUT_FLAGS, search_statement
 from fetcher.lifecycle import AsyncResource
 from fetcher.services.records import (
     ConnectionQuery,
@@ -44,7 +44,7 @@ from fetcher.services.records import (
     OutboxEvent,
     OutboxRow,
 )
-from fetcher.services.store_roles import JobSearchQuery, MigrationStatus, StoreError
+from fetcher.services.store_roles import JobSearchQuery, ListedJob, MigrationStatus, StoreError
 
 __all__ = ["SqlMetadataStore", "StepRunner"]
 
@@ -196,7 +196,12 @@ class SqlMetadataStore(AsyncResource):
     ) -> tuple[list[ConnectionRecord], int]:
         steps = q.connection_list(self.dialect, query, tenant)
         total, page = await self._transact(run_all(steps), "snapshot")
-        records = [c.connection_from_row(row, self.dialect.read_ts) for row in page.rows]
+        records = [
+            replace(c.connection_from_row(row, self.dialect.read_ts), cut=("metadata",))
+            if row["cut_metadata"]
+            else c.connection_from_row(row, self.dialect.read_ts)
+            for row in page.rows
+        ]
         return records, int(total.rows[0]["n"])
 
     async def update_connection(self, record: ConnectionRecord) -> bool:
@@ -288,9 +293,10 @@ class SqlMetadataStore(AsyncResource):
     async def jobs_with_status(self, status: JobStatus) -> list[JobRecord]:
         return self._jobs(await self._rows(q.jobs_with_status(status)))
 
-    async def search_jobs(self, query: JobSearchQuery) -> list[JobRecord]:
+    async def search_jobs(self, query: JobSearchQuery) -> list[ListedJob]:
         """``GET /v1/fetcher``'s page (:class:`~fetcher.services.store_roles.JobSearch`)."""
-        return self._jobs(await self._rows(search_statement(query, self.dialect)))
+        rows = await self._rows(search_statement(query, self.dialect))
+        return [ListedJob(c.job_from_row(row, self.dialect.read_ts), _cut(row)) for row in rows]
 
     # -- outbox and feed -----------------------------------------------------------------------
 
@@ -333,3 +339,15 @@ class SqlMetadataStore(AsyncResource):
     async def count_unsent(self) -> int:
         row = await self._first(q.COUNT_UNSENT)
         return 0 if row is None else int(row["n"])
+
+
+_CUT_MEMBERS: tuple[tuple[str, Literal["mappedFields", "filters", "metadata"]], ...] = (
+    (CUT_FLAGS["mapped_fields_json"], "mappedFields"),
+    (CUT_FLAGS["filters_json"], "filters"),
+    (CUT_FLAGS["metadata_json"], "metadata"),
+)
+
+
+def _cut(row: Row) -> tuple[Literal["mappedFields", "filters", "metadata"], ...]:
+    """The members a list row left out (:func:`~.job_search.search_statement`'s flags)."""
+    return tuple(member for flag, member in _CUT_MEMBERS if row[flag])
