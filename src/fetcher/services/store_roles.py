@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -54,6 +55,7 @@ __all__ = [
     "JobStore",
     "Outbox",
     "StoreLifecycle",
+    "MigrationStatus",
     "StoreError",
     "ConflictError",
     "ActiveDuplicateError",
@@ -95,15 +97,36 @@ class OutboxBatch(Protocol):
 # millisecond precision and return them as UTC. Nothing here reads the clock.
 
 
+@dataclass(frozen=True, slots=True)
+class MigrationStatus:
+    """Where a store's schema stands against the migrations this release ships (§15.4).
+
+    ``pending``: the names of shipped migrations not yet applied, in order. ``unknown``: the
+    versions the store's ledger records that this release does not ship (a newer release
+    applied them: this process runs after a rollback, §15.4). ``version``: the highest shipped
+    version applied (0 for an empty store).
+    """
+
+    version: int
+    pending: tuple[str, ...]
+    unknown: tuple[int, ...]
+
+
 class StoreLifecycle(Protocol):
     """Opening the store for a process: migrations, the readiness ping, the embedded lock."""
 
-    async def migrate(self) -> None:
-        """Apply pending schema migrations (§1.5).
+    async def migrate(self) -> list[str]:
+        """Apply pending schema migrations (§1.5, §15.4); the names of those applied now.
 
         MUST be idempotent and serialized across processes (PostgreSQL: ``pg_advisory_lock``;
-        SQLite: ``BEGIN EXCLUSIVE``), recording each applied version.
+        SQLite: ``BEGIN EXCLUSIVE``), recording each applied version. A Manager start and
+        ``fetcher migrate`` run this same method, so they cannot race.
         """
+        ...
+
+    async def migration_status(self) -> MigrationStatus:
+        """The schema's state without changing anything (``fetcher migrate --check``): reads
+        the ledger only, takes no lock, creates no table."""
         ...
 
     async def ping(self) -> None:

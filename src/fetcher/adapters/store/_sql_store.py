@@ -44,7 +44,7 @@ from fetcher.services.records import (
     OutboxEvent,
     OutboxRow,
 )
-from fetcher.services.store_roles import JobSearchQuery, ListedJob, StoreError
+from fetcher.services.store_roles import JobSearchQuery, ListedJob, MigrationStatus, StoreError
 
 __all__ = ["SqlMetadataStore", "StepRunner"]
 
@@ -55,12 +55,14 @@ StepRunner = Callable[[Step], Awaitable[Result]]
 _log = logging.getLogger(__name__)
 
 
-def _migration(d: Dialect, migrations: Sequence[c.Migration]) -> Program[None]:
-    """Apply the migrations not yet in the ledger, each recorded; ``exclusive`` (§1.5)."""
+def _migration(d: Dialect, migrations: Sequence[c.Migration]) -> Program[list[str]]:
+    """Apply the migrations not yet in the ledger, each recorded; ``exclusive`` (§1.5).
+    Returns the names applied."""
     if d.migration_lock is not None:
         yield Statement(d.migration_lock)
     yield q.ledger(d)
     applied = {row["version"] for row in (yield q.APPLIED_VERSIONS).rows}
+    done: list[str] = []
     for migration in migrations:
         if migration.version in applied:
             continue
@@ -70,6 +72,21 @@ def _migration(d: Dialect, migrations: Sequence[c.Migration]) -> Program[None]:
                 yield q.fill_job_products(rows)
             yield q.FILL_OUTBOX_PRODUCTS
         yield q.record_migration(d, migration)
+        done.append(migration.name)
+    return done
+
+
+def _migration_status(d: Dialect, migrations: Sequence[c.Migration]) -> Program[MigrationStatus]:
+    """The ledger against ``migrations``, read only: no lock, no ledger created (§15.4)."""
+    applied: set[int] = set()
+    if (yield Statement(d.ledger_exists)).rows:
+        applied = {int(row["version"]) for row in (yield q.APPLIED_VERSIONS).rows}
+    shipped = {m.version for m in migrations}
+    return MigrationStatus(
+        version=max(applied & shipped, default=0),
+        pending=tuple(m.name for m in migrations if m.version not in applied),
+        unknown=tuple(sorted(applied - shipped)),
+    )
 
 
 def _compare_and_set(update: Statement, then: Statement) -> Program[bool]:
@@ -149,9 +166,13 @@ class SqlMetadataStore(AsyncResource):
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def migrate(self) -> None:
+    async def migrate(self) -> list[str]:
         migrations = c.load_migrations(self.dialect.name)
-        await self._transact(_migration(self.dialect, migrations), "exclusive")
+        return await self._transact(_migration(self.dialect, migrations), "exclusive")
+
+    async def migration_status(self) -> MigrationStatus:
+        migrations = c.load_migrations(self.dialect.name)
+        return await self._transact(_migration_status(self.dialect, migrations), "snapshot")
 
     async def ping(self) -> None:
         await self._result(q.PING)
