@@ -53,6 +53,7 @@ from fetcher.services.infrastructure import (
     WorkSource,
 )
 from fetcher.services.jobs.cursor import CursorCodec, cursor_key
+from fetcher.services.jobs.download import ResultDownloads
 from fetcher.services.jobs.extraction import ExtractionService
 from fetcher.services.jobs.listing import JobListService
 from fetcher.services.jobs.reaper import StaleJobReaper
@@ -115,6 +116,8 @@ class Runtime:
     jobs: JobService
     metrics: Metrics
     readiness: Mapping[str, ReadinessCheck | None]
+    #: §14.2 result downloads over the object store (``None`` objects: every download 503).
+    downloads: ResultDownloads
     #: The §2.12 event feed over ``store``; a committed terminal transition calls
     #: ``feed.notify()``, waking long-polls at once.
     feed: EventFeed
@@ -175,9 +178,7 @@ async def build_runtime(
             multi_tenant=settings.multi_tenant,
         )
         messaging = await _open_messaging(settings, stack)
-        objects = (
-            await _open_objects(settings, stack) if settings.mode is not Mode.MANAGER else None
-        )
+        objects = await _open_objects(settings, stack)
         yield assemble_runtime(
             settings,
             store=store,
@@ -247,6 +248,7 @@ def assemble_runtime(
         job_list=_job_list_service(settings, store, connections.directory),
         metrics=metrics,
         readiness=_readiness(settings, store, messaging, worker, authenticator),
+        downloads=ResultDownloads(store, objects),
         feed=feed,
         internal=internal,
         worker=worker,
@@ -393,8 +395,12 @@ def _open_store(settings: Settings) -> AbstractAsyncContextManager[MetadataStore
     return PostgresMetadataStore(settings.database_url, checkout_timeout=checkout)
 
 
-async def _open_objects(settings: Settings, stack: AsyncExitStack) -> ObjectStore:
+async def _open_objects(settings: Settings, stack: AsyncExitStack) -> ObjectStore | None:
+    """The result store. A Manager opens one only when S3 is configured (§14.2: it serves
+    downloads; without it, a download answers 503 FET-1103)."""
     storage = settings.object_storage
+    if settings.mode is Mode.MANAGER and (storage.endpoint is None or not storage.bucket):
+        return None
     if storage.endpoint is None:
         return LocalObjectStore(_ensure_dir(storage.local_dir))
     from fetcher.adapters.objectstore.s3 import MIN_PART_SIZE, S3ObjectStore
@@ -490,6 +496,7 @@ def _worker_parts(
         on_commit=committed,
         ssrf_guard=settings.ssrf_guard,
         b64encode=pybase64.b64encode,  # SIMD, the standard library's bytes (tests/unit/crypto)
+        key_version=settings.key_version,
     )
     reaper = _reaper(settings, store, events, max_limits)
     handler = _work_handler(

@@ -242,10 +242,13 @@ class JobStore(Protocol):
         result_hmac: str,
         completed_at: datetime,
         event: OutboxEvent,
+        result_summary_json: str | None = None,
+        result_key_version: str | None = None,
     ) -> bool:
         """CAS ``processing → completed`` and insert ``event`` in ONE transaction (§4.3 step 6).
 
-        Sets ``result_path``, ``result_hmac``, ``completed_at = updated_at`` and clears
+        Sets ``result_path``, ``result_hmac``, the result summary and key version (§14.1,
+        §14.3: in the same statement as the status), ``completed_at = updated_at`` and clears
         ``dedup_active``. When the CAS matches nothing it returns ``False`` and writes no
         outbox row. After commit the store assigns pending ``feed_seq`` values (§2.12).
         """

@@ -236,8 +236,15 @@ class SqlMetadataStore(AsyncResource):
         result_hmac: str,
         completed_at: datetime,
         event: OutboxEvent,
+        result_summary_json: str | None = None,
+        result_key_version: str | None = None,
     ) -> bool:
-        update = q.complete_job(self.dialect, job_id, result_path, result_hmac, completed_at)
+        update = q.complete_job(
+            self.dialect,
+            job_id,
+            (result_path, result_hmac, result_summary_json, result_key_version),
+            completed_at,
+        )
         return await self._transition(update, event)
 
     async def fail_job(

@@ -251,14 +251,27 @@ def claim_job(d: Dialect, job_id: str, now: datetime) -> Statement:
 
 
 def complete_job(
-    d: Dialect, job_id: str, result_path: str, result_hmac: str, completed_at: datetime
+    d: Dialect,
+    job_id: str,
+    result: tuple[str, str, str | None, str | None],
+    completed_at: datetime,
 ) -> Statement:
-    """A compare-and-set from ``processing``; frees the request hash (§3.8)."""
+    """A compare-and-set from ``processing``; frees the request hash (§3.8). ``result`` is
+    (path, hmac, summary JSON, key version): recorded with the status (§14.1)."""
+    path, hmac, summary, version = result
     return Statement(
         "UPDATE jobs SET status = 'completed', result_path = :path, result_hmac = :hmac,"
+        " result_summary_json = :summary, result_key_version = :key_version,"
         f" completed_at = :at, updated_at = :at, dedup_active = {d.false}"
         " WHERE id = :id AND status = 'processing'",
-        {"id": job_id, "path": result_path, "hmac": result_hmac, "at": d.ts(completed_at)},
+        {
+            "id": job_id,
+            "path": path,
+            "hmac": hmac,
+            "summary": summary,
+            "key_version": version,
+            "at": d.ts(completed_at),
+        },
     )
 
 

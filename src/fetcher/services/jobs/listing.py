@@ -46,6 +46,9 @@ def job_list_item(job: JobRecord) -> dict[str, object]:
     ]
     for member in cut:
         item.pop(member, None)
+    result = item.get("result")
+    if isinstance(result, dict):  # §14.1: rows per table only on the job itself
+        result.pop("tables", None)
     if cut:
         item["truncated"] = cut
     return item
