@@ -37,6 +37,7 @@ from fetcher.services.connections.dialer import ConnectionDialer
 from fetcher.services.connections.directory import ConnectionDirectory
 from fetcher.services.connections.editor import ConnectionEditor
 from fetcher.services.connections.name_collisions import log_name_collisions
+from fetcher.services.connections.rekey import RekeyReport, rekey_credentials
 from fetcher.services.connections.schema_cache import SchemaCache
 from fetcher.services.connections.schema_inspection import SchemaInspector
 from fetcher.services.connections.sqlite_files import SqlitePolicy
@@ -62,6 +63,7 @@ from fetcher.services.jobs.work_handler import WorkHandler
 from fetcher.services.metrics import Metrics
 from fetcher.services.store_roles import (
     ConnectionStore,
+    CredentialRekeying,
     FeedStore,
     JobSearch,
     JobStore,
@@ -82,6 +84,7 @@ __all__ = [
     "WorkerParts",
     "assemble_runtime",
     "build_runtime",
+    "rotate_credentials",
 ]
 
 #: A readiness probe (§2.10): returns normally when up, raises with a reason when down.
@@ -89,7 +92,14 @@ ReadinessCheck = Callable[[], Awaitable[None]]
 
 
 class MetadataStore(
-    StoreLifecycle, ConnectionStore, JobStore, JobSearch, FeedStore, Outbox, Protocol
+    StoreLifecycle,
+    ConnectionStore,
+    CredentialRekeying,
+    JobStore,
+    JobSearch,
+    FeedStore,
+    Outbox,
+    Protocol,
 ):
     """Every role of the metadata store (``fetcher.services.store_roles``) at once: what the
     composition root opens and hands out role by role. Only the root and the hosts' startup
@@ -555,4 +565,14 @@ def _work_handler(
         metrics=metrics,
         pending_timeout=settings.pending_timeout,
         multi_tenant=settings.multi_tenant,
+        previous_internal_keys=tuple(k.internal_hmac for k in settings.previous_keys.values()),
     )
+
+
+async def rotate_credentials(settings: Settings) -> RekeyReport:
+    """§14.3 ``fetcher rotate-credentials``: open (and migrate) the metadata store of
+    ``settings`` and re-encrypt every stored credential under the current key."""
+    cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
+    async with _open_store(settings) as store:
+        await store.migrate()
+        return await rekey_credentials(store, cipher)

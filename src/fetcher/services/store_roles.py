@@ -384,3 +384,28 @@ class JobSearch(Protocol):
         """Up to ``query.limit`` of the tenant's matching jobs, by ``created_at`` then ``id``,
         both descending. An index serves every filter combination's order."""
         ...
+
+
+class CredentialRekeying(Protocol):
+    """Re-encrypting stored credentials after a rotation of ``APP_ENC_KEY`` (§14.3,
+    ``fetcher rotate-credentials``). Errors as :class:`MetadataStore`."""
+
+    async def connections_under_other_keys(
+        self, version: str, *, after_id: str, limit: int
+    ) -> list[ConnectionRecord]:
+        """Up to ``limit`` connections of every tenant, deleted ones included, whose
+        ``encryption_key_version`` is not ``version``, by ID above ``after_id``."""
+        ...
+
+    async def rekey_connection(
+        self,
+        record: ConnectionRecord,
+        *,
+        password_encrypted: str | None,
+        ssl_key_encrypted: str | None,
+        version: str,
+    ) -> bool:
+        """Replace the row's two ciphertexts and its key version, only while the row still has
+        ``record``'s version (a concurrent PATCH that re-encrypted it wins). ``False``: it
+        changed meanwhile."""
+        ...

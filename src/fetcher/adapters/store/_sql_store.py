@@ -181,6 +181,23 @@ class SqlMetadataStore(AsyncResource):
     async def update_connection(self, record: ConnectionRecord) -> bool:
         return await self._changed_one(q.update_connection(self.dialect, record))
 
+    async def connections_under_other_keys(
+        self, version: str, *, after_id: str, limit: int
+    ) -> list[ConnectionRecord]:
+        rows = await self._rows(q.connections_under_other_keys(version, after_id, limit))
+        return [c.connection_from_row(row, self.dialect.read_ts) for row in rows]
+
+    async def rekey_connection(
+        self,
+        record: ConnectionRecord,
+        *,
+        password_encrypted: str | None,
+        ssl_key_encrypted: str | None,
+        version: str,
+    ) -> bool:
+        statement = q.rekey_connection(record, password_encrypted, ssl_key_encrypted, version)
+        return await self._changed_one(statement)
+
     async def soft_delete_connection(
         self, connection_id: str, now: datetime, *, tenant: str
     ) -> bool:

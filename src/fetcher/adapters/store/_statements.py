@@ -165,6 +165,34 @@ def update_connection(d: Dialect, record: ConnectionRecord) -> Statement:
     )
 
 
+def connections_under_other_keys(version: str, after_id: str, limit: int) -> Statement:
+    """§14.3: rows of every tenant (deleted too) sealed under another key version."""
+    return Statement(
+        f"SELECT {c.CONNECTION_COLUMNS} FROM connections"
+        " WHERE encryption_key_version <> :version AND id > :after ORDER BY id LIMIT :limit",
+        {"version": version, "after": after_id, "limit": limit},
+    )
+
+
+def rekey_connection(
+    record: ConnectionRecord, password: str | None, ssl_key: str | None, version: str
+) -> Statement:
+    """§14.3: a compare-and-set on the row's key version."""
+    return Statement(
+        "UPDATE connections SET password_encrypted = :password, ssl_key_encrypted = :ssl_key,"
+        " encryption_key_version = :version"
+        " WHERE id = :id AND tenant_id = :tenant AND encryption_key_version = :old",
+        {
+            "password": password,
+            "ssl_key": ssl_key,
+            "version": version,
+            "id": record.id,
+            "tenant": record.tenant,
+            "old": record.encryption_key_version,
+        },
+    )
+
+
 def soft_delete_connection(d: Dialect, connection_id: str, now: datetime, tenant: str) -> Statement:
     return Statement(
         "UPDATE connections SET deleted_at = :now, updated_at = :now"
