@@ -363,9 +363,12 @@ class S3ObjectStore(AsyncResource):
                 if error_code(exc) in _MISSING_CODES:
                     raise EngineError(ErrorCategory.NOT_FOUND, NOT_FOUND) from exc
                 raise
-            async with response["Body"] as body:
+            body = response["Body"]
+            try:
                 while chunk := await body.read(READ_CHUNK):
                     yield bytes(chunk)
+            finally:
+                body.close()
 
     async def check(self) -> None:
         """§2.10 readiness: ``HeadBucket`` on the configured bucket."""

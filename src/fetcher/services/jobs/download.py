@@ -85,12 +85,11 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
             raise unsatisfiable(size)
         return max(0, size - length), size - 1
     start = int(first)
-    end = int(last) if last else size - 1
-    if end < start:
+    if last and int(last) < start:
         return None  # an invalid range-spec: the header is ignored (RFC 9110 §14.1.1)
     if start >= size:
         raise unsatisfiable(size)
-    return start, min(end, size - 1)
+    return start, min(int(last), size - 1) if last else size - 1
 
 
 @dataclass
