@@ -31,7 +31,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import boto3
+import boto3  # type: ignore[import-untyped]  # boto3 comes with aioboto3 (the s3 extra)
 import httpx
 
 from bench.support import (
