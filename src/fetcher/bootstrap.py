@@ -214,8 +214,7 @@ def assemble_runtime(
     lifecycle: Lifecycle | None = None,
 ) -> Runtime:
     """Wire the services over open ports: real adapters (:func:`build_runtime`) or fakes."""
-    metrics = Metrics()
-    internal = dict(settings.internal_datasources)
+    metrics, internal = Metrics(), dict(settings.internal_datasources)
     cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
     events = EventContext(source=settings.ce_source, exchange=settings.events_exchange)
     max_limits = DEFAULT_LIMITS.with_result_ceiling(settings.engine_max_result_bytes)

@@ -121,7 +121,8 @@ class ResultDownload:
             or not response.headers.get("content-range", "").startswith(expected)
         ):
             raise InvalidAnswerError("the resumed download is not the same object")
-        assert total is not None
+        if total is None:  # a resume follows a first answer, which set it
+            raise InvalidAnswerError("the download answer has no Content-Length")
         return total
 
 
