@@ -37,6 +37,7 @@ from fetcher.services.connections.dialer import ConnectionDialer
 from fetcher.services.connections.directory import ConnectionDirectory
 from fetcher.services.connections.editor import ConnectionEditor
 from fetcher.services.connections.name_collisions import log_name_collisions
+from fetcher.services.connections.rekey import RekeyReport, rekey_credentials
 from fetcher.services.connections.schema_cache import SchemaCache
 from fetcher.services.connections.schema_inspection import SchemaInspector
 from fetcher.services.connections.sqlite_files import SqlitePolicy
@@ -53,6 +54,7 @@ from fetcher.services.infrastructure import (
     WorkSource,
 )
 from fetcher.services.jobs.cursor import CursorCodec, cursor_key
+from fetcher.services.jobs.download import ResultDownloads
 from fetcher.services.jobs.extraction import ExtractionService
 from fetcher.services.jobs.listing import JobListService
 from fetcher.services.jobs.reaper import StaleJobReaper
@@ -61,6 +63,7 @@ from fetcher.services.jobs.work_handler import WorkHandler
 from fetcher.services.metrics import Metrics
 from fetcher.services.store_roles import (
     ConnectionStore,
+    CredentialRekeying,
     FeedStore,
     JobSearch,
     JobStore,
@@ -82,6 +85,7 @@ __all__ = [
     "assemble_runtime",
     "build_runtime",
     "metadata_store",
+    "rotate_credentials",
 ]
 
 #: A readiness probe (§2.10): returns normally when up, raises with a reason when down.
@@ -89,7 +93,14 @@ ReadinessCheck = Callable[[], Awaitable[None]]
 
 
 class MetadataStore(
-    StoreLifecycle, ConnectionStore, JobStore, JobSearch, FeedStore, Outbox, Protocol
+    StoreLifecycle,
+    ConnectionStore,
+    CredentialRekeying,
+    JobStore,
+    JobSearch,
+    FeedStore,
+    Outbox,
+    Protocol,
 ):
     """Every role of the metadata store (``fetcher.services.store_roles``) at once: what the
     composition root opens and hands out role by role. Only the root and the hosts' startup
@@ -116,6 +127,8 @@ class Runtime:
     jobs: JobService
     metrics: Metrics
     readiness: Mapping[str, ReadinessCheck | None]
+    #: §14.2 result downloads over the object store (``None`` objects: every download 503).
+    downloads: ResultDownloads
     #: The §2.12 event feed over ``store``; a committed terminal transition calls
     #: ``feed.notify()``, waking long-polls at once.
     feed: EventFeed
@@ -176,9 +189,7 @@ async def build_runtime(
             multi_tenant=settings.multi_tenant,
         )
         messaging = await _open_messaging(settings, stack)
-        objects = (
-            await _open_objects(settings, stack) if settings.mode is not Mode.MANAGER else None
-        )
+        objects = await _open_objects(settings, stack)
         yield assemble_runtime(
             settings,
             store=store,
@@ -204,8 +215,7 @@ def assemble_runtime(
     lifecycle: Lifecycle | None = None,
 ) -> Runtime:
     """Wire the services over open ports: real adapters (:func:`build_runtime`) or fakes."""
-    metrics = Metrics()
-    internal = dict(settings.internal_datasources)
+    metrics, internal = Metrics(), dict(settings.internal_datasources)
     cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
     events = EventContext(source=settings.ce_source, exchange=settings.events_exchange)
     max_limits = DEFAULT_LIMITS.with_result_ceiling(settings.engine_max_result_bytes)
@@ -248,6 +258,7 @@ def assemble_runtime(
         job_list=_job_list_service(settings, store, connections.directory),
         metrics=metrics,
         readiness=_readiness(settings, store, messaging, worker, authenticator),
+        downloads=ResultDownloads(store, objects),
         feed=feed,
         internal=internal,
         worker=worker,
@@ -403,8 +414,12 @@ def metadata_store(
     return PostgresMetadataStore(database_url, checkout_timeout=checkout_timeout)
 
 
-async def _open_objects(settings: Settings, stack: AsyncExitStack) -> ObjectStore:
+async def _open_objects(settings: Settings, stack: AsyncExitStack) -> ObjectStore | None:
+    """The result store. A Manager opens one only when S3 is configured (§14.2: it serves
+    downloads; without it, a download answers 503 FET-1103)."""
     storage = settings.object_storage
+    if settings.mode is Mode.MANAGER and (storage.endpoint is None or not storage.bucket):
+        return None
     if storage.endpoint is None:
         return LocalObjectStore(_ensure_dir(storage.local_dir))
     from fetcher.adapters.objectstore.s3 import MIN_PART_SIZE, S3ObjectStore
@@ -500,6 +515,7 @@ def _worker_parts(
         on_commit=committed,
         ssrf_guard=settings.ssrf_guard,
         b64encode=pybase64.b64encode,  # SIMD, the standard library's bytes (tests/unit/crypto)
+        key_version=settings.key_version,
     )
     reaper = _reaper(settings, store, events, max_limits)
     handler = _work_handler(
@@ -558,4 +574,14 @@ def _work_handler(
         metrics=metrics,
         pending_timeout=settings.pending_timeout,
         multi_tenant=settings.multi_tenant,
+        previous_internal_keys=tuple(k.internal_hmac for k in settings.previous_keys.values()),
     )
+
+
+async def rotate_credentials(settings: Settings) -> RekeyReport:
+    """§14.3 ``fetcher rotate-credentials``: open (and migrate) the metadata store of
+    ``settings`` and re-encrypt every stored credential under the current key."""
+    cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
+    async with _open_store(settings) as store:
+        await store.migrate()
+        return await rekey_credentials(store, cipher)

@@ -168,6 +168,27 @@ async def _job_page(driver: WebDriver, scene: Scene) -> None:
     page = await driver.text(await driver.wait_for("#job-page", text=job["resultHmac"]))
     assert job["requestHash"] in page
     await driver.wait_for("#job-events td", text="job.completed")
+    # §14.1 summary: rows per table, sizes, key version; §14.2 the encrypted object's download.
+    result = job["result"]
+    summary = await driver.text(await driver.wait_for("#job-result"))
+    assert f"{result['sizeBytes']} bytes" in summary
+    assert f"{result['plaintextBytes']} bytes" in summary
+    assert "Key version\n1" in summary or "Key version 1" in summary, summary
+    rows = await driver.script(
+        "return [...document.querySelectorAll('#result-tables tbody tr')]"
+        ".map(tr => [...tr.cells].map(td => td.textContent))"
+    )
+    assert rows == [
+        [ds, table, str(count)]
+        for ds, counts in result["tables"].items()
+        for table, count in counts.items()
+    ]
+    await driver.click(await driver.wait_for("#download-result"))
+    status = await driver.text(
+        await driver.wait_for("#download-status", text=f"{result['sizeBytes']} bytes")
+    )
+    assert status.endswith(f"{job['id']}.json.enc"), status
+    await _assert_inert(driver)
 
 
 async def _connection_page(driver: WebDriver, scene: Scene) -> None:

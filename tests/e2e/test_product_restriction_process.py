@@ -202,6 +202,34 @@ async def test_jobs_and_events_of_another_product_are_hidden(w: World) -> None:
     assert sorted(await feed("admin")) == sorted([w.pay_job, w.bill_job])
 
 
+async def test_results_of_another_product_are_hidden(w: World) -> None:
+    """§14.2: the download route answers a restricted token as ``GET /v1/fetcher/{id}``
+    does; a token with only ``fetcher:jobs:read`` may not download (FET-0011)."""
+    error_of(await w.get("pay", f"{J}/{w.bill_job}/result"), 404, "FET-1001")
+    own = await w.get("pay", f"{J}/{w.pay_job}/result")
+    assert own.status_code == 200, own.text
+    assert (
+        own.headers["etag"] == f'"{(await w.get("pay", f"{J}/{w.pay_job}")).json()["resultHmac"]}"'
+    )
+    assert (await w.get("admin", f"{J}/{w.bill_job}/result")).status_code == 200
+    reader = await asyncio.to_thread(
+        dev_token, "--sub", "reader", "--scope", "fetcher:jobs:read", "--product", "payments"
+    )
+    denied = await w.http.get(
+        f"{w.process.base_url}{J}/{w.pay_job}/result",
+        headers={"Authorization": f"Bearer {reader}"},
+    )
+    assert error_of(denied, 403, "FET-0011")["message"] == "token lacks scope fetcher:results:read"
+    results = await asyncio.to_thread(
+        dev_token, "--sub", "dl", "--scope", "fetcher:results:read", "--product", "payments"
+    )
+    allowed = await w.http.get(
+        f"{w.process.base_url}{J}/{w.pay_job}/result",
+        headers={"Authorization": f"Bearer {results}"},
+    )
+    assert allowed.content == own.content
+
+
 async def test_the_restricted_tokens_log_lines_carry_its_sub(w: World) -> None:
     lines = [line for line in w.process.logs().splitlines() if w.pay_job in line]
     assert any('"sub":"pay-svc"' in line.replace(" ", "") for line in lines), lines

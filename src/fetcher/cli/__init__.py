@@ -29,6 +29,7 @@ commands:
   demo [--keep]         run the embedded demonstration end to end
   derive-key            print the external HMAC key (or --purpose storage) of APP_ENC_KEY
   generate-master-key   print a new random master key
+  rotate-credentials    re-encrypt stored credentials under the current APP_ENC_KEY
   dev-token             print an HS256 bearer token signed with AUTH_JWT_SECRET (--sub, --scope)
   events tail           follow job events: verify, deduplicate, print (--json, --feed URL)
   result get <id|key>   download, verify and decrypt a result (-o FILE)
@@ -52,6 +53,12 @@ def _generate_master_key(argv: list[str], env: dict[str, str]) -> int:
     from fetcher.cli.keys import generate_master_key_command
 
     return generate_master_key_command(argv)
+
+
+def _rotate_credentials(argv: list[str], env: dict[str, str]) -> int:
+    from fetcher.cli.rotate import rotate_credentials_command
+
+    return rotate_credentials_command(argv, env)
 
 
 def _dev_token(argv: list[str], env: dict[str, str]) -> int:
@@ -103,6 +110,7 @@ COMMANDS: Mapping[str, Command] = {
     "demo": _demo,
     "derive-key": _derive_key,
     "generate-master-key": _generate_master_key,
+    "rotate-credentials": _rotate_credentials,
     "dev-token": _dev_token,
     "events": _events,
     "result": _result,

@@ -37,7 +37,7 @@ options:
   --sub <subject>     the token's subject (recorded as createdBy)
   --scope <scope>     a scope (repeatable, or several separated by spaces): fetcher:admin,
                       fetcher:connections:read, fetcher:connections:write, fetcher:jobs:write,
-                      fetcher:jobs:read, fetcher:events:read
+                      fetcher:jobs:read, fetcher:events:read, fetcher:results:read
   --product <name>    restrict the token to a product (repeatable; none: unrestricted)
   --tenant <id>       the tenant, in the claim AUTH_TENANT_CLAIM (default tenantId)
   --ttl <duration>    lifetime: seconds, or a number with s, m, h or d (default 1h)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from fetcher.cli.arguments import parse_or_exit_code
+from fetcher.cli.key_versions import master_key_text
 from fetcher.crypto import (
     KeySet,
     MasterKeyError,
@@ -19,7 +20,7 @@ __all__ = ["DERIVE_KEY_USAGE", "derive_key_command", "generate_master_key_comman
 
 DERIVE_KEY_USAGE = """\
 usage: fetcher derive-key [--key <base64>] [--stdin] [--purpose external|storage]
-                          [--tenant <id>]
+                          [--tenant <id>] [--version <v>]
 
 Print a key derived from the Fetcher master key (APP_ENC_KEY), so that consumers can verify
 events and result HMACs (external) or decrypt result objects (storage) without holding the
@@ -27,13 +28,16 @@ master key. With --tenant, print that tenant's key (multi-tenant mode): it verif
 decrypts only that tenant's events and results.
 
 The master key is taken from, in order: --key <base64>; the first line of standard input when
---stdin is given; the APP_ENC_KEY environment variable.
+--stdin is given; the APP_ENC_KEY environment variable. With --version, the master key of
+that version: APP_ENC_KEY when it is APP_ENC_KEY_VERSION (default 1), else the entry <v> of
+APP_ENC_KEY_PREVIOUS (results sealed before a rotation, docs/key-rotation.md).
 
 options:
   --key <base64>      the master key (visible to other users of this machine, e.g. in ps)
   --stdin             read the master key from the first line of standard input
   --purpose <name>    external (default): the external HMAC key; storage: the storage key
   --tenant <id>       the tenant (^[a-z0-9][a-z0-9_-]{0,62}$) whose key to print
+  --version <v>       derive from the master key of key version <v> (not with --key/--stdin)
   -h, --help          show this help and exit
 """
 
@@ -54,21 +58,26 @@ def _parse(argv: list[str], stdout: TextIO, stderr: TextIO) -> dict[str, str | b
             return 0
         if arg == "--stdin":
             options["stdin"] = True
-        elif arg in ("--key", "--purpose", "--tenant"):
+        elif arg in ("--key", "--purpose", "--tenant", "--version"):
             value = next(args, None)
             if value is None:
                 return _usage_error(stderr)
             options[arg[2:]] = value
-        elif arg.startswith(("--key=", "--purpose=", "--tenant=")):
+        elif arg.startswith(("--key=", "--purpose=", "--tenant=", "--version=")):
             name, _, value = arg[2:].partition("=")
             options[name] = value
         else:
             return _usage_error(stderr)
+    return options if _valid(options) else _usage_error(stderr)
+
+
+def _valid(options: dict[str, str | bool]) -> bool:
+    """A known purpose, a tenant of the §12.5 pattern, ``--version`` alone as the source."""
     if options["purpose"] not in _PURPOSES:
-        return _usage_error(stderr)
-    if "tenant" in options and not is_tenant_id(options["tenant"]):  # §12.5: the tenant pattern
-        return _usage_error(stderr)
-    return options
+        return False
+    if "tenant" in options and not is_tenant_id(options["tenant"]):
+        return False
+    return not ("version" in options and ("key" in options or options["stdin"]))
 
 
 def derive_key_command(
@@ -83,7 +92,16 @@ def derive_key_command(
     if isinstance(options, int):
         return options
     text: str | None = None
-    if isinstance(options.get("key"), str):
+    if isinstance(options.get("version"), str):  # §14.3
+        version = str(options["version"])
+        text = master_key_text(env, version)
+        if text is None:
+            stderr.write(
+                f"Error: no master key of version {version} "
+                "(APP_ENC_KEY_VERSION or APP_ENC_KEY_PREVIOUS)\n"
+            )
+            return 1
+    elif isinstance(options.get("key"), str):
         stderr.write(
             "warning: a key given on the command line is visible to other users of this "
             "machine (for example through ps); prefer --stdin or APP_ENC_KEY\n"

@@ -32,9 +32,15 @@ Configuration (the same variable names as the server where they exist):
   ``OBJECT_STORAGE_ACCESS_KEY_ID``, ``OBJECT_STORAGE_SECRET_KEY``, ``OBJECT_STORAGE_REGION``,
   ``OBJECT_STORAGE_USE_PATH_STYLE``; without a bucket, the folder ``OBJECT_STORAGE_LOCAL_DIR``;
 * a job ID is looked up at ``--api URL``, else ``FETCHER_API_URL``, else
-  ``http://127.0.0.1:4006`` (a local process's default address); an object key needs ``--hmac``
-  (the job's ``resultHmac``);
-* a Manager with ``AUTH_MODE=jwt`` (§12) needs a bearer token with ``fetcher:jobs:read``:
+  ``http://127.0.0.1:4006`` (a local process's default address), and its object is downloaded
+  from the Manager's ``GET /v1/fetcher/{id}/result`` (§14.2; resumed with a byte range if the
+  connection drops), or from the bucket with ``--from-bucket``; an object key is always read
+  from the bucket and needs ``--hmac`` (the job's ``resultHmac``);
+* key versions (§14.3): the job's ``result.keyVersion`` selects the master key of that version
+  from ``APP_ENC_KEY``/``APP_ENC_KEY_VERSION`` or ``APP_ENC_KEY_PREVIOUS``; derived keys
+  (``FETCHER_*_KEY``) must be that version's (``fetcher derive-key --version``);
+* a Manager with ``AUTH_MODE=jwt`` (§12) needs a bearer token with ``fetcher:jobs:read`` (and
+  ``fetcher:results:read`` for the download route):
   ``FETCHER_TOKEN`` (preferred: it stays out of shell history and process lists), or
   ``--token``; or a file holding it, ``--token-file`` or ``FETCHER_TOKEN_FILE``;
   ``FETCHER_API_TOKEN`` is still read. The token is never printed.
@@ -55,10 +61,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
 
+from fetcher.cli.key_versions import master_key_text
 from fetcher.cli.manager_api import DEFAULT_API_URL, api_url
 from fetcher.cli.terminal import ERROR_TEXT_CHARS, json_document_text, printable
 from fetcher.client import AuthenticationError, FetcherClient, FetcherError
 from fetcher.client._core import checked_token
+from fetcher.client.results import ResultDownload
 from fetcher.consumer import (
     ConsumerKeys,
     IntegrityError,
@@ -101,13 +109,25 @@ class ConfigError(Exception):
     """A missing or unusable setting; the message says which."""
 
 
-def consumer_keys(env: Mapping[str, str], tenant: str | None) -> ConsumerKeys:
-    """Keys from ``FETCHER_EXTERNAL_KEY``/``FETCHER_STORAGE_KEY``, else ``APP_ENC_KEY``."""
+def consumer_keys(
+    env: Mapping[str, str], tenant: str | None, version: str | None = None
+) -> ConsumerKeys:
+    """Keys from ``FETCHER_EXTERNAL_KEY``/``FETCHER_STORAGE_KEY``, else ``APP_ENC_KEY``; with
+    a key ``version`` (§14.3), the master key of that version (``APP_ENC_KEY`` or an
+    ``APP_ENC_KEY_PREVIOUS`` entry). Derived hex keys are one version's: the caller's."""
     external = env.get("FETCHER_EXTERNAL_KEY", "").strip()
     storage = env.get("FETCHER_STORAGE_KEY", "").strip() or None
     try:
         if external:
             return ConsumerKeys.from_hex(external=external, storage=storage, tenant=tenant)
+        if version is not None and env.get("APP_ENC_KEY", "").strip():
+            master = master_key_text(env, version)
+            if master is None:
+                raise ConfigError(
+                    f"the result was sealed with key version {version}: set "
+                    f"APP_ENC_KEY_PREVIOUS={version}:<key> (or that version's derived keys)"
+                )
+            return ConsumerKeys.from_master(master, tenant=tenant)
         if env.get("APP_ENC_KEY", "").strip():
             return ConsumerKeys.from_master(env["APP_ENC_KEY"], tenant=tenant)
     except MasterKeyError as exc:
@@ -239,6 +259,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--tenant", help="use this tenant's keys (multi-tenant mode)")
     parser.add_argument(
+        "--from-bucket",
+        action="store_true",
+        help="read a job's object from the bucket (OBJECT_STORAGE_*) instead of the "
+        "Manager's download route GET /v1/fetcher/{id}/result",
+    )
+    parser.add_argument(
         "--max-answer-bytes",
         type=byte_count,
         default=DEFAULT_MAX_ANSWER_BYTES,
@@ -289,25 +315,31 @@ def _is_job_id(text: str) -> bool:
     return "/" not in text
 
 
-def _reference(args: argparse.Namespace, env: Mapping[str, str]) -> ResultRef:
+def _reference(
+    args: argparse.Namespace, env: Mapping[str, str]
+) -> tuple[ResultRef, ResultDownload | None]:
+    """The result to open, and the download route to read it from (``None``: the bucket)."""
     if not _is_job_id(args.target):
         if not args.hmac:
             raise ConfigError("an object key needs --hmac (the job's resultHmac)")
-        return ResultRef(args.target, args.hmac, size_bytes=args.size)
+        return ResultRef(args.target, args.hmac, size_bytes=args.size), None
     api = api_url(args.api, env)
     token = api_token(args.token, env, explicit_file=args.token_file)
     with FetcherClient(api, token=token, max_answer_bytes=args.max_answer_bytes) as client:
         job = client.get_job(args.target)
     if job.status != "completed":  # the message is escaped where it is written
         raise ResultNotFoundError(f"job {args.target} is {job.status}: it has no result")
-    return ResultRef.of(job)
+    ref = ResultRef.of(job)
+    if args.hmac:  # pinned from a verified event: the Manager's answer is not trusted for it
+        ref = ResultRef(ref.path, args.hmac, args.size, ref.row_count, ref.key_version)
+    return ref, None if args.from_bucket else ResultDownload(api, args.target, token=token)
 
 
 @dataclass(frozen=True, slots=True)
 class _BoundedSource:
     """An object source that stops a stored object at ``limit`` bytes (ResultError)."""
 
-    source: ObjectSource | S3Source
+    source: ObjectSource | S3Source | ResultDownload
     limit: int
 
     async def chunks(self, key: str) -> AsyncIterator[bytes]:
@@ -345,9 +377,14 @@ class _Progress:
 
 
 async def _fetch(
-    ref: ResultRef, keys: ConsumerKeys, env: Mapping[str, str], progress: _Progress, limit: int
+    target: tuple[ResultRef, ResultDownload | None],
+    keys: ConsumerKeys,
+    env: Mapping[str, str],
+    progress: _Progress,
+    limit: int,
 ) -> VerifiedResult:
-    source = object_source(env)
+    ref, route = target
+    source = object_source(env) if route is None else route
     bounded = _BoundedSource(source, limit)
     if isinstance(source, S3Source):
         async with source:
@@ -405,9 +442,9 @@ def result_command(
         return int(exc.code or 0)
     progress = _Progress(stderr)
     try:
-        keys = consumer_keys(env, args.tenant)
-        ref = _reference(args, env)
-        fetched = _fetch(ref, keys, env, progress, args.max_object_bytes)
+        target = _reference(args, env)
+        keys = consumer_keys(env, args.tenant, target[0].key_version)
+        fetched = _fetch(target, keys, env, progress, args.max_object_bytes)
         with asyncio.run(fetched) as result:
             _write(result, args.output, stdout or sys.stdout.buffer)
             progress.done(result)

@@ -29,6 +29,7 @@ LIST_PARAMS = ("limit", "page", "sortOrder", "type", "startDate", "endDate")
 CONN_READ, CONN_WRITE = "fetcher:connections:read", "fetcher:connections:write"
 JOBS_READ, JOBS_WRITE = "fetcher:jobs:read", "fetcher:jobs:write"
 EVENTS_READ = "fetcher:events:read"
+RESULTS_READ = "fetcher:results:read"
 TERMINAL = frozenset({"completed", "failed"})
 
 
@@ -126,6 +127,16 @@ ROUTES: dict[str, Route] = {
         None,
         ("JobPage",),
         scope=JOBS_READ,
+    ),
+    # §14.2: the body is the stored object (octets), streamed by ResultDownload.
+    "download_result": Route(
+        "GET",
+        "/v1/fetcher/{id}/result",
+        ("id", "Range", "If-Range", "If-None-Match"),
+        None,
+        (),
+        (200, 206),
+        RESULTS_READ,
     ),
     "events": Route(
         "GET",

@@ -35,6 +35,7 @@ from fetcher.client import _core
 from fetcher.client._core import Backoff, Call, Route
 from fetcher.client.jobs import AsyncJobs, JobListPage, Jobs, job_query
 from fetcher.client.objects import Job, Submission
+from fetcher.client.results import ResultDownload
 from fetcher.client.types import (
     ConnectionCreate,
     ConnectionPage,
@@ -99,6 +100,12 @@ class _Base:
         if self.__token is None or route.scope is None:
             return None
         return self.__token if isinstance(self.__token, str) else self.__token()
+
+    def download_result(self, job_id: str) -> ResultDownload:
+        """§14.2: the stored (encrypted) object of ``job_id`` as an object source for the
+        consumer kit's ``open_result``, streamed from ``GET /v1/fetcher/{id}/result`` with
+        this client's token (needs ``fetcher:results:read``). Nothing is sent until read."""
+        return ResultDownload(self.base_url, job_id, token=self.__token)
 
     def _request(self, call: Call, token: object) -> httpx.Request:
         """The request of ``call``, with the bearer ``token`` (checked) on a business route."""

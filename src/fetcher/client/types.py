@@ -20,6 +20,7 @@ __all__ = [
     "JobPage",
     "JobRequest",
     "JobResponse",
+    "JobResult",
     "JobStatus",
     "ReadyCheck",
     "ReadyzBody",
@@ -162,6 +163,20 @@ class JobAccepted(TypedDict):
     message: str
 
 
+class JobResult(TypedDict):
+    """§14.1 result summary of a completed job (``tables`` only on the job itself)."""
+
+    path: str
+    expiresAt: str | None
+    expiredAt: str | None
+    sizeBytes: NotRequired[int]
+    plaintextBytes: NotRequired[int]
+    rowCount: NotRequired[int]
+    tables: NotRequired[dict[str, dict[str, int]]]
+    hmac: NotRequired[str]
+    keyVersion: NotRequired[str]
+
+
 class JobResponse(TypedDict):
     id: str
     status: JobStatus
@@ -175,6 +190,7 @@ class JobResponse(TypedDict):
     resultHmac: NotRequired[str]
     completedAt: NotRequired[str]
     createdBy: NotRequired[str]
+    result: NotRequired[JobResult]
 
 
 class JobListItem(TypedDict):
@@ -194,6 +210,7 @@ class JobListItem(TypedDict):
     resultHmac: NotRequired[str]
     completedAt: NotRequired[str]
     createdBy: NotRequired[str]
+    result: NotRequired[JobResult]
     truncated: NotRequired[list[str]]
 
 
@@ -255,6 +272,7 @@ SCHEMAS: dict[str, type] = {
         JobPage,
         JobRequest,
         JobResponse,
+        JobResult,
         ReadyCheck,
         ReadyzBody,
         SchemaResponse,

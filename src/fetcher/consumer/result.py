@@ -66,6 +66,8 @@ class ResultRef:
     hmac: str
     size_bytes: int | None = None
     row_count: int | None = None
+    #: §14.3: the key version that sealed the object (the job's ``result.keyVersion``).
+    key_version: str | None = None
 
     @classmethod
     def of(cls, source: ResultRef | JobCompleted | Mapping[str, Any]) -> ResultRef:
@@ -80,7 +82,17 @@ class ResultRef:
             raise ResultError("the job is not completed: it has no result")
         if not isinstance(mac, str):
             raise ResultError("the job has no resultHmac")
-        return cls(path, mac)
+        summary = source.get("result")  # §14.1, when the Manager records it
+        if not isinstance(summary, Mapping):
+            return cls(path, mac)
+        size, rows, version = (summary.get(k) for k in ("plaintextBytes", "rowCount", "keyVersion"))
+        return cls(
+            path,
+            mac,
+            size if isinstance(size, int) and not isinstance(size, bool) else None,
+            rows if isinstance(rows, int) and not isinstance(rows, bool) else None,
+            version if isinstance(version, str) else None,
+        )
 
 
 class _EncryptedSpool:

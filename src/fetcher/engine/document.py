@@ -583,12 +583,18 @@ class DatasourceWriter:
         self._open_key: str | None = None
         self._last_key: str | None = None
         self._closed = False
+        self._table_counts: dict[str, int] = {}
         self._append("{")
 
     @property
     def row_count(self) -> int:
         """Rows written so far over all tables (§5.4 ``row_count``)."""
         return self._rows
+
+    @property
+    def table_rows(self) -> dict[str, int]:
+        """Rows per closed table, by table key in the order written (the result summary)."""
+        return dict(self._table_counts)
 
     @property
     def bytes_written(self) -> int:
@@ -636,6 +642,8 @@ class DatasourceWriter:
         """End the open table's array (``[]`` when it had no rows)."""
         self._check_open(table_open=True)
         self._append("\n" + _INDENT * 2 + "]" if self._table_rows else "]")
+        if self._open_key is not None:
+            self._table_counts[self._open_key] = self._table_rows
         self._open_key = None
         await self._maybe_flush()
 

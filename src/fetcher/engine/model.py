@@ -13,6 +13,7 @@ from fetcher.engine.types import EngineType
 __all__ = ["ConnectionDescriptor", "ExtractionRequest", "ExtractionResult", "TlsSettings"]
 
 _EMPTY: Mapping[str, object] = MappingProxyType({})
+_EMPTY_COUNTS: Mapping[str, Mapping[str, int]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +93,13 @@ class ExtractionRequest:
 
 @dataclass(frozen=True, slots=True)
 class ExtractionResult:
-    """What ``Engine.execute`` produced: the document bytes went to the ``ResultSink``."""
+    """What ``Engine.execute`` produced: the document bytes went to the ``ResultSink``.
+
+    ``table_rows`` is ``{datasource: {tableKey: rows}}`` in document order: the same counts as
+    the document's arrays (the job's result summary, contract §14.1).
+    """
 
     row_count: int
     size_bytes: int
     sha256: str
+    table_rows: Mapping[str, Mapping[str, int]] = field(default_factory=lambda: _EMPTY_COUNTS)

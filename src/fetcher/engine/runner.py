@@ -109,9 +109,10 @@ async def extract_to_spools(
     spools: SpoolFactory,
     stack: AsyncExitStack,
     direct: ResultSink | None = None,
-) -> tuple[list[tuple[str, Spool]], int, int]:
+) -> tuple[list[tuple[str, Spool]], dict[str, dict[str, int]], int]:
     """Run every datasource into its own spool; return the spools in key order, the row count,
-    and how many parts (in key order) are in ``direct`` already. Spools are closed by ``stack``
+    and how many parts (in key order) are in ``direct`` already. The counts are
+    ``{datasource: {tableKey: rows}}`` in key order. Spools are closed by ``stack``
     on every exit path (the caller owns it).
 
     With ``direct``, the first datasource streams into that sink instead (§4.3.1): its entry
@@ -149,8 +150,8 @@ async def extract_to_spools(
     size = document_size([(p.name, p.spool.size) for p in parts])
     if size > plan.request.limits.max_result_bytes:
         raise size_limit_error(plan.request.limits.max_result_bytes)
-    rows = sum(p.writer.row_count for p in parts)
-    return [(p.name, p.spool) for p in parts], rows, appended.count
+    counts = {p.name: p.writer.table_rows for p in parts}
+    return [(p.name, p.spool) for p in parts], counts, appended.count
 
 
 @dataclass
@@ -252,7 +253,7 @@ async def execute_plan(
     async with AsyncExitStack() as stack:
         try:
             async with asyncio.timeout_at(deadline_at):
-                parts, rows, appended = await extract_to_spools(
+                parts, counts, appended = await extract_to_spools(
                     plan, registry, spools, stack, direct
                 )
         except TimeoutError:
@@ -260,4 +261,5 @@ async def execute_plan(
         if on_extracted is not None:
             on_extracted()
         await write_document(parts, hashing, start=appended)
-        return ExtractionResult(rows, hashing.size, hashing.sha256.hexdigest())
+        rows = sum(n for tables in counts.values() for n in tables.values())
+        return ExtractionResult(rows, hashing.size, hashing.sha256.hexdigest(), counts)

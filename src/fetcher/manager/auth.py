@@ -30,6 +30,7 @@ __all__ = [
     "EventsRead",
     "JobsRead",
     "JobsWrite",
+    "ResultsRead",
     "requires",
     "route_scope",
 ]
@@ -80,3 +81,4 @@ ConnectionsWrite = Annotated[Principal, requires(Scope.CONNECTIONS_WRITE)]
 JobsWrite = Annotated[Principal, requires(Scope.JOBS_WRITE)]
 JobsRead = Annotated[Principal, requires(Scope.JOBS_READ)]
 EventsRead = Annotated[Principal, requires(Scope.EVENTS_READ)]
+ResultsRead = Annotated[Principal, requires(Scope.RESULTS_READ)]

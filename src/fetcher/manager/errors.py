@@ -102,6 +102,10 @@ FET_CODES: Mapping[str, CodeInfo] = MappingProxyType(
         "FET-1062": _row(400, "No Connections Found"),
         "FET-1080": _row(400, "Tenant Context Required"),
         "FET-1081": _row(404, "Tenant Not Found"),
+        "FET-1100": _row(404, "Result Not Available"),
+        "FET-1101": _row(410, "Result Expired"),
+        "FET-1102": _row(416, "Range Not Satisfiable"),
+        "FET-1103": _row(503, "Result Storage Unavailable"),
     }
 )
 

@@ -50,6 +50,17 @@ class ObjectStore(Protocol):
 
     async def exists(self, key: str) -> bool: ...
 
+    async def size(self, key: str) -> int:
+        """The stored size of the object at ``key`` in bytes (§14.2); a missing object raises
+        ``EngineError(NOT_FOUND, …)``, any other failure ``EngineError(UNAVAILABLE, …)``."""
+        ...
+
+    def read_range(self, key: str, start: int, end: int) -> AsyncIterator[bytes]:
+        """Bytes ``start`` to ``end`` (inclusive, within the object) of the object at ``key``,
+        streamed in bounded chunks (S3 ranged ``GetObject``, or a file read a chunk at a time):
+        never the whole object in memory (§14.2). Errors as :meth:`size`."""
+        ...
+
     async def check(self) -> None:
         """Readiness probe: ``HeadBucket`` or a writable directory (§2.10)."""
         ...

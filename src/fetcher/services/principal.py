@@ -25,6 +25,8 @@ class Scope(StrEnum):
     JOBS_WRITE = "fetcher:jobs:write"
     JOBS_READ = "fetcher:jobs:read"
     EVENTS_READ = "fetcher:events:read"
+    #: §14.2: ``GET /v1/fetcher/{id}/result``.
+    RESULTS_READ = "fetcher:results:read"
     ADMIN = "fetcher:admin"
 
 

@@ -129,6 +129,11 @@ class JobRecord:
     dedup_active: bool = True
     result_path: str | None = None
     result_hmac: str | None = None
+    #: §14.1: JSON text ``{"sizeBytes","plaintextBytes","rowCount","tables"}`` of the stored
+    #: object (``None`` before completion and for jobs completed before it was recorded).
+    result_summary_json: str | None = None
+    #: §14.3: the ``APP_ENC_KEY_VERSION`` whose keys sealed and MACed the object.
+    result_key_version: str | None = None
     error: str | None = None
     request_id: str | None = None
     started_at: datetime | None = None

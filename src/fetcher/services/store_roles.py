@@ -265,10 +265,13 @@ class JobStore(Protocol):
         result_hmac: str,
         completed_at: datetime,
         event: OutboxEvent,
+        result_summary_json: str | None = None,
+        result_key_version: str | None = None,
     ) -> bool:
         """CAS ``processing → completed`` and insert ``event`` in ONE transaction (§4.3 step 6).
 
-        Sets ``result_path``, ``result_hmac``, ``completed_at = updated_at`` and clears
+        Sets ``result_path``, ``result_hmac``, the result summary and key version (§14.1,
+        §14.3: in the same statement as the status), ``completed_at = updated_at`` and clears
         ``dedup_active``. When the CAS matches nothing it returns ``False`` and writes no
         outbox row. After commit the store assigns pending ``feed_seq`` values (§2.12).
         """
@@ -419,4 +422,29 @@ class JobSearch(Protocol):
         both descending. An index serves every filter combination's order. A document over
         ``query.max_document_bytes`` MUST be cut in the database, never read whole: a page's
         memory is bounded by its rows' small columns, whatever the jobs' documents hold."""
+        ...
+
+
+class CredentialRekeying(Protocol):
+    """Re-encrypting stored credentials after a rotation of ``APP_ENC_KEY`` (§14.3,
+    ``fetcher rotate-credentials``). Errors as :class:`MetadataStore`."""
+
+    async def connections_under_other_keys(
+        self, version: str, *, after_id: str, limit: int
+    ) -> list[ConnectionRecord]:
+        """Up to ``limit`` connections of every tenant, deleted ones included, whose
+        ``encryption_key_version`` is not ``version``, by ID above ``after_id``."""
+        ...
+
+    async def rekey_connection(
+        self,
+        record: ConnectionRecord,
+        *,
+        password_encrypted: str | None,
+        ssl_key_encrypted: str | None,
+        version: str,
+    ) -> bool:
+        """Replace the row's two ciphertexts and its key version, only while the row still has
+        ``record``'s version (a concurrent PATCH that re-encrypted it wins). ``False``: it
+        changed meanwhile."""
         ...

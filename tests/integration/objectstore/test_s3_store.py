@@ -228,3 +228,23 @@ async def test_open_and_close_are_idempotent(s3_bucket: str) -> None:
 def test_parts_below_the_s3_minimum_are_refused() -> None:
     with pytest.raises(ValueError, match="part_size"):
         make_store("bucket", part_size=MiB)
+
+
+async def test_ranged_reads_stream_the_stored_bytes(s3_store: S3ObjectStore) -> None:
+    """§14.2: ``size`` and ``read_range`` (inclusive end) over a multipart object, in chunks
+    no larger than the read chunk; a missing key is NOT_FOUND for both."""
+    key, data = _key(), os.urandom(6 * MiB + 123)
+    await _write(s3_store, key, data)
+    assert await s3_store.size(key) == len(data)
+    chunks = [c async for c in s3_store.read_range(key, 0, len(data) - 1)]
+    assert b"".join(chunks) == data
+    assert max(len(c) for c in chunks) <= 256 * 1024
+    middle = b"".join([c async for c in s3_store.read_range(key, MiB - 7, 3 * MiB)])
+    assert middle == data[MiB - 7 : 3 * MiB + 1]
+    missing = _key()
+    with pytest.raises(EngineError) as caught:
+        await s3_store.size(missing)
+    assert caught.value.category is ErrorCategory.NOT_FOUND
+    with pytest.raises(EngineError) as caught:
+        _ = [c async for c in s3_store.read_range(missing, 0, 9)]
+    assert caught.value.category is ErrorCategory.NOT_FOUND

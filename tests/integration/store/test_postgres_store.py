@@ -64,7 +64,7 @@ async def test_documents_are_text_columns(store: PostgresMetadataStore, metadata
         )
         types: dict[str, str] = dict(await cur.fetchall())
     assert set(types.values()) == {"text"}
-    assert len(types) == 5
+    assert len(types) == 6  # the four request documents, connection IDs, the result summary
 
 
 async def test_unreachable_server_is_unavailable_without_secrets() -> None:

@@ -20,7 +20,7 @@ from tests.fakes.jwks_server import claims
 ID = str(uuid.uuid4())
 C = "/v1/management/connections"
 
-#: (method, path, scope, request keywords): every route of §2.6, §2.8 and §2.12.
+#: (method, path, scope, request keywords): every route of §2.6, §2.8, §2.12 and §14.2.
 ROUTES: list[tuple[str, str, Scope, dict[str, Any]]] = [
     ("POST", C, Scope.CONNECTIONS_WRITE, {"json": {}, "headers": {"X-Product-Name": "p"}}),
     ("GET", C, Scope.CONNECTIONS_READ, {}),
@@ -36,6 +36,7 @@ ROUTES: list[tuple[str, str, Scope, dict[str, Any]]] = [
     ("GET", f"/v1/fetcher/{ID}", Scope.JOBS_READ, {}),
     ("GET", "/v1/fetcher", Scope.JOBS_READ, {}),
     ("GET", "/v1/events", Scope.EVENTS_READ, {}),
+    ("GET", f"/v1/fetcher/{ID}/result", Scope.RESULTS_READ, {}),
 ]
 NON_ADMIN = [s for s in Scope if s is not Scope.ADMIN]
 CHALLENGE = 'Bearer realm="fetcher"'
@@ -99,6 +100,7 @@ BROKEN: list[tuple[str, str, Scope, dict[str, Any], str]] = [
     ("GET", f"{C}/not-a-uuid/schema", Scope.CONNECTIONS_READ, {}, "FET-0404"),
     ("POST", f"{C}/not-a-uuid/assign", Scope.CONNECTIONS_WRITE, {}, "FET-0403"),
     ("GET", "/v1/fetcher/not-a-uuid", Scope.JOBS_READ, {}, "FET-0404"),
+    ("GET", "/v1/fetcher/not-a-uuid/result", Scope.RESULTS_READ, {}, "FET-0404"),
     ("POST", C, Scope.CONNECTIONS_WRITE, {"json": {}}, "FET-0403"),
     ("GET", C, Scope.CONNECTIONS_READ, {"headers": {"X-Product-Name": "bad name"}}, "FET-0403"),
     ("GET", C, Scope.CONNECTIONS_READ, {"params": {"limit": "x"}}, "FET-0405"),

@@ -76,6 +76,10 @@ CONTRACT_TABLE: dict[str, tuple[int, tuple[str, ...]]] = {
     "FET-1062": (400, ("No Connections Found",)),
     "FET-1080": (400, ("Tenant Context Required",)),
     "FET-1081": (404, ("Tenant Not Found",)),
+    "FET-1100": (404, ("Result Not Available",)),
+    "FET-1101": (410, ("Result Expired",)),
+    "FET-1102": (416, ("Range Not Satisfiable",)),
+    "FET-1103": (503, ("Result Storage Unavailable",)),
 }
 
 

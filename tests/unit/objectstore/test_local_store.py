@@ -64,6 +64,25 @@ async def test_large_writes_round_trip(store: LocalObjectStore) -> None:
     assert await store.read(KEY) == data
 
 
+async def test_ranged_reads_stream_the_stored_bytes(store: LocalObjectStore) -> None:
+    """§14.2: ``size`` and ``read_range`` (inclusive end), a bounded chunk at a time; a
+    missing key is NOT_FOUND for both."""
+    data = os.urandom(1024 * 1024 + 77)
+    async with store.open_writer(KEY) as writer:
+        await writer.write(data)
+    assert await store.size(KEY) == len(data)
+    chunks = [c async for c in store.read_range(KEY, 0, len(data) - 1)]
+    assert b"".join(chunks) == data
+    assert max(len(c) for c in chunks) <= 256 * 1024
+    assert b"".join([c async for c in store.read_range(KEY, 5, 300_000)]) == data[5:300_001]
+    with pytest.raises(EngineError) as caught:
+        await store.size("external-data/missing.json")
+    assert caught.value.category is ErrorCategory.NOT_FOUND
+    with pytest.raises(EngineError) as caught:
+        _ = [c async for c in store.read_range("external-data/missing.json", 0, 9)]
+    assert caught.value.category is ErrorCategory.NOT_FOUND
+
+
 class _Advice:
     """Records ``posix_fadvise`` calls as ``(offset, length)`` and passes them on (or fails)."""
 

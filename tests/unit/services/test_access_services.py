@@ -116,5 +116,11 @@ async def test_job_and_feed_use_cases_with_principals(runtime: Runtime) -> None:
         with pytest.raises(ApiError) as caught:
             await runtime.jobs.get(job_id, principal=who)
         assert caught.value.code == "FET-1001"
+        with pytest.raises(ApiError) as caught:  # §14.2: the download answers as the job
+            await runtime.downloads.locate(job_id, principal=who)
+        assert caught.value.code == "FET-1001"
+    with pytest.raises(ApiError) as caught:
+        await runtime.downloads.locate(job_id, principal=ACME)
+    assert code(caught) == ("FET-1100", "the job has no result: it is pending")
     page = await runtime.feed.read(tenant="acme", products=frozenset({"payments"}))
     assert page.rows == []  # no terminal event yet

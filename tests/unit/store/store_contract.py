@@ -458,6 +458,32 @@ class StoreContract:
         assert not await store.claim_job(record.id, T0)
         assert not await store.claim_job(new_id(), T0)
 
+    async def test_complete_records_the_result_summary_and_key_version(
+        self, store: MetadataStore
+    ) -> None:
+        """§14.1, §14.3: written by the completion CAS itself, read back byte for byte."""
+        record = job()
+        await store.insert_job(record)
+        await store.claim_job(record.id, T0)
+        summary = '{"sizeBytes":44,"plaintextBytes":2,"rowCount":0,"tables":{}}'
+        assert await store.complete_job(
+            record.id,
+            result_path="k",
+            result_hmac="9f1c",
+            completed_at=T0 + MS,
+            event=event(record.id, "completed", T0 + MS),
+            result_summary_json=summary,
+            result_key_version="v2",
+        )
+        got = await store.get_job(record.id, tenant="")
+        assert got is not None
+        assert (got.result_summary_json, got.result_key_version) == (summary, "v2")
+        untouched = job("h2")
+        await store.insert_job(untouched)
+        plain = await store.get_job(untouched.id, tenant="")
+        assert plain is not None
+        assert (plain.result_summary_json, plain.result_key_version) == (None, None)
+
     async def test_complete_writes_its_event_once(self, store: MetadataStore) -> None:
         record = job()
         await store.insert_job(record)

@@ -130,6 +130,14 @@ class _Recording:
         found: bool = await self.inner.exists(key)
         return found
 
+    async def size(self, key: str) -> int:
+        found: int = await self.inner.size(key)
+        return found
+
+    async def read_range(self, key: str, start: int, end: int) -> AsyncIterator[bytes]:
+        async for chunk in self.inner.read_range(key, start, end):
+            yield chunk
+
     async def check(self) -> None:
         await self.inner.check()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -284,3 +285,38 @@ async def test_a_failed_ack_after_the_claim_still_runs_the_job(world: World) -> 
     await world.handler.handle(redelivery)
     assert redelivery.outcome == "ack"
     assert await world.relay.drain_all() == 1  # one job.completed, not two
+
+
+async def test_a_rotated_worker_takes_old_key_messages_and_records_the_summary(
+    world: World,
+) -> None:
+    """§14.3: a Worker whose current key is new still verifies a work message signed with an
+    ``APP_ENC_KEY_PREVIOUS`` internal key (a Manager not yet rotated), and a key it does not
+    hold is still refused. §14.1: the summary recorded with the status is the object's."""
+    job_id = await world.submit(MAPPED)
+    stranger = FakeDelivery(world.delivery().body, dict(world.delivery().headers))
+    rotated = replace(
+        world.handler,
+        internal_key=b"\x01" * 32,
+        previous_internal_keys=(world.keys.internal_hmac,),
+    )
+    unrelated = replace(world.handler, internal_key=b"\x02" * 32)
+    await unrelated.handle(stranger)
+    assert stranger.outcome == "reject"
+    delivery = world.delivery()
+    await rotated.handle(delivery)
+    assert delivery.outcome == "ack"
+    job = await world.store.get_job(job_id, tenant="")
+    assert job is not None
+    assert job.status == "completed"
+    assert job.result_path is not None
+    assert job.result_summary_json is not None
+    stored = await world.objects.read(job.result_path)
+    document = json.loads(decrypt_object(world.keys.storage, stored))
+    summary = json.loads(job.result_summary_json)
+    assert summary["sizeBytes"] == len(stored)
+    assert summary["tables"] == {
+        ds: {table: len(rows) for table, rows in tables.items()} for ds, tables in document.items()
+    }
+    assert summary["rowCount"] == sum(len(r) for t in document.values() for r in t.values())
+    assert job.result_key_version == world.extraction.key_version

@@ -55,6 +55,8 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(o
 RELEASE_WINDOW = 8 << 20
 _FADVISE = getattr(os, "posix_fadvise", None)
 _DONTNEED = getattr(os, "POSIX_FADV_DONTNEED", 0)
+#: Bytes per chunk of a streamed read (§14.2).
+READ_CHUNK = 256 * 1024
 #: §13 "Files".
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -107,6 +109,19 @@ def map_local_errors(message: str = STORE_FAILED) -> Iterator[None]:
     except (OSError, ValueError) as exc:
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise EngineError(ErrorCategory.UNAVAILABLE, message, detail=detail) from exc
+
+
+@contextlib.contextmanager
+def _read_errors() -> Iterator[None]:
+    """:func:`map_local_errors` for reads: a missing file becomes ``NOT_FOUND``."""
+    try:
+        with map_local_errors(READ_FAILED):
+            yield
+    except EngineError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise EngineError(ErrorCategory.NOT_FOUND, NOT_FOUND) from cause
+        raise
 
 
 async def _in_thread(func: Callable[[], _T]) -> _T:
@@ -253,6 +268,33 @@ class LocalObjectStore:
     async def exists(self, key: str) -> bool:
         path = self.path_for(key)
         return await asyncio.to_thread(path.is_file)
+
+    async def size(self, key: str) -> int:
+        """§14.2: the file's size; a missing object raises ``NOT_FOUND``."""
+        path = self.path_for(key)
+        with _read_errors():
+            return (await asyncio.to_thread(path.stat)).st_size
+
+    async def read_range(self, key: str, start: int, end: int) -> AsyncIterator[bytes]:
+        """§14.2: bytes ``start``–``end`` (inclusive), read :data:`READ_CHUNK` at a time in a
+        worker thread (a file read never blocks the event loop)."""
+        path = self.path_for(key)
+        with _read_errors():
+            handle = await asyncio.to_thread(path.open, "rb")
+        try:
+            position, remaining = start, end - start + 1
+            while remaining > 0:
+                with _read_errors():
+                    chunk = await asyncio.to_thread(
+                        os.pread, handle.fileno(), min(READ_CHUNK, remaining), position
+                    )
+                if not chunk:
+                    break
+                position += len(chunk)
+                remaining -= len(chunk)
+                yield chunk
+        finally:
+            handle.close()
 
     async def check(self) -> None:
         """§2.10: the directory exists (created if needed) and a file can be created in it."""

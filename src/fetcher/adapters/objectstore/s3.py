@@ -39,6 +39,8 @@ CONTENT_TYPE = "application/octet-stream"
 #: S3's minimum size of every part but the last.
 MIN_PART_SIZE = 5 * 1024 * 1024
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
+#: Bytes per chunk of a streamed read (§14.2): what one download holds at a time.
+READ_CHUNK = 256 * 1024
 #: Upper bound of the abort/delete clean-up after a failed write.
 CLEANUP_TIMEOUT_SECONDS = 15.0
 
@@ -335,6 +337,38 @@ class S3ObjectStore(AsyncResource):
                     return False
                 raise
         return True
+
+    async def size(self, key: str) -> int:
+        """§14.2: ``HeadObject``'s ``ContentLength``; a missing object raises ``NOT_FOUND``."""
+        client = self._require_client()
+        with self.errors(READ_FAILED):
+            try:
+                head = await client.head_object(Bucket=self.bucket, Key=key)
+            except Exception as exc:
+                if error_code(exc) in _MISSING_CODES:
+                    raise EngineError(ErrorCategory.NOT_FOUND, NOT_FOUND) from exc
+                raise
+        return int(head["ContentLength"])
+
+    async def read_range(self, key: str, start: int, end: int) -> AsyncIterator[bytes]:
+        """§14.2: one ranged ``GetObject`` (``bytes=start-end``), its body read
+        :data:`READ_CHUNK` bytes at a time."""
+        client = self._require_client()
+        with self.errors(READ_FAILED):
+            try:
+                response = await client.get_object(
+                    Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end}"
+                )
+            except Exception as exc:
+                if error_code(exc) in _MISSING_CODES:
+                    raise EngineError(ErrorCategory.NOT_FOUND, NOT_FOUND) from exc
+                raise
+            body = response["Body"]
+            try:
+                while chunk := await body.read(READ_CHUNK):
+                    yield bytes(chunk)
+            finally:
+                body.close()
 
     async def check(self) -> None:
         """§2.10 readiness: ``HeadBucket`` on the configured bucket."""

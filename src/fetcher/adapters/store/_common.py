@@ -58,7 +58,8 @@ CONNECTION_COLUMNS = (
 )
 JOB_COLUMNS = (
     "id, status, request_hash, dedup_active, mapped_fields_json, filters_json, limits_json, "
-    "metadata_json, connection_ids_json, result_path, result_hmac, error, request_id, "
+    "metadata_json, connection_ids_json, result_path, result_hmac, result_summary_json, "
+    "result_key_version, error, request_id, "
     "created_at, started_at, completed_at, updated_at, tenant_id, created_by, product"
 )
 #: §12.5: columns a connection write never changes (an update keeps the row's tenant).
@@ -227,6 +228,8 @@ def job_params(record: JobRecord, ts: Callable[[datetime], Any]) -> dict[str, An
         "connection_ids_json": json.dumps(record.connection_ids, ensure_ascii=False),
         "result_path": record.result_path,
         "result_hmac": record.result_hmac,
+        "result_summary_json": record.result_summary_json,
+        "result_key_version": record.result_key_version,
         "error": record.error,
         "request_id": record.request_id,
         "created_at": ts(record.created_at),
@@ -256,6 +259,8 @@ def job_from_row(row: Mapping[str, Any], ts: TimestampReader) -> JobRecord:
         connection_ids=cast(dict[str, str], json.loads(row["connection_ids_json"])),
         result_path=row["result_path"],
         result_hmac=row["result_hmac"],
+        result_summary_json=row["result_summary_json"],
+        result_key_version=row["result_key_version"],
         error=row["error"],
         request_id=row["request_id"],
         created_at=ts(row["created_at"]),

@@ -207,6 +207,23 @@ class SqlMetadataStore(AsyncResource):
     async def update_connection(self, record: ConnectionRecord) -> bool:
         return await self._changed_one(q.update_connection(self.dialect, record))
 
+    async def connections_under_other_keys(
+        self, version: str, *, after_id: str, limit: int
+    ) -> list[ConnectionRecord]:
+        rows = await self._rows(q.connections_under_other_keys(version, after_id, limit))
+        return [c.connection_from_row(row, self.dialect.read_ts) for row in rows]
+
+    async def rekey_connection(
+        self,
+        record: ConnectionRecord,
+        *,
+        password_encrypted: str | None,
+        ssl_key_encrypted: str | None,
+        version: str,
+    ) -> bool:
+        statement = q.rekey_connection(record, password_encrypted, ssl_key_encrypted, version)
+        return await self._changed_one(statement)
+
     async def soft_delete_connection(
         self, connection_id: str, now: datetime, *, tenant: str
     ) -> bool:
@@ -262,8 +279,15 @@ class SqlMetadataStore(AsyncResource):
         result_hmac: str,
         completed_at: datetime,
         event: OutboxEvent,
+        result_summary_json: str | None = None,
+        result_key_version: str | None = None,
     ) -> bool:
-        update = q.complete_job(self.dialect, job_id, result_path, result_hmac, completed_at)
+        update = q.complete_job(
+            self.dialect,
+            job_id,
+            (result_path, result_hmac, result_summary_json, result_key_version),
+            completed_at,
+        )
         return await self._transition(update, event)
 
     async def fail_job(

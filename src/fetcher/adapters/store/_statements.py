@@ -191,6 +191,34 @@ def update_connection(d: Dialect, record: ConnectionRecord) -> Statement:
     )
 
 
+def connections_under_other_keys(version: str, after_id: str, limit: int) -> Statement:
+    """§14.3: rows of every tenant (deleted too) sealed under another key version."""
+    return Statement(
+        f"SELECT {c.CONNECTION_COLUMNS} FROM connections"
+        " WHERE encryption_key_version <> :version AND id > :after ORDER BY id LIMIT :limit",
+        {"version": version, "after": after_id, "limit": limit},
+    )
+
+
+def rekey_connection(
+    record: ConnectionRecord, password: str | None, ssl_key: str | None, version: str
+) -> Statement:
+    """§14.3: a compare-and-set on the row's key version."""
+    return Statement(
+        "UPDATE connections SET password_encrypted = :password, ssl_key_encrypted = :ssl_key,"
+        " encryption_key_version = :version"
+        " WHERE id = :id AND tenant_id = :tenant AND encryption_key_version = :old",
+        {
+            "password": password,
+            "ssl_key": ssl_key,
+            "version": version,
+            "id": record.id,
+            "tenant": record.tenant,
+            "old": record.encryption_key_version,
+        },
+    )
+
+
 def soft_delete_connection(d: Dialect, connection_id: str, now: datetime, tenant: str) -> Statement:
     return Statement(
         "UPDATE connections SET deleted_at = :now, updated_at = :now"
@@ -277,14 +305,27 @@ def claim_job(d: Dialect, job_id: str, now: datetime) -> Statement:
 
 
 def complete_job(
-    d: Dialect, job_id: str, result_path: str, result_hmac: str, completed_at: datetime
+    d: Dialect,
+    job_id: str,
+    result: tuple[str, str, str | None, str | None],
+    completed_at: datetime,
 ) -> Statement:
-    """A compare-and-set from ``processing``; frees the request hash (§3.8)."""
+    """A compare-and-set from ``processing``; frees the request hash (§3.8). ``result`` is
+    (path, hmac, summary JSON, key version): recorded with the status (§14.1)."""
+    path, hmac, summary, version = result
     return Statement(
         "UPDATE jobs SET status = 'completed', result_path = :path, result_hmac = :hmac,"
+        " result_summary_json = :summary, result_key_version = :key_version,"
         f" completed_at = :at, updated_at = :at, dedup_active = {d.false}"
         " WHERE id = :id AND status = 'processing'",
-        {"id": job_id, "path": result_path, "hmac": result_hmac, "at": d.ts(completed_at)},
+        {
+            "id": job_id,
+            "path": path,
+            "hmac": hmac,
+            "summary": summary,
+            "key_version": version,
+            "at": d.ts(completed_at),
+        },
     )
 
 

@@ -83,6 +83,23 @@ function headers(extra) {
   return sent;
 }
 
+/** `GET` a binary path of this Manager (the encrypted result, §14.2) with the token; the
+ * body as a Blob, or throws ApiFailure. */
+export async function download(path) {
+  const url = new URL(path, window.location.origin);
+  if (url.origin !== window.location.origin) throw new Error("the console calls only its Manager");
+  const response = await fetch(url, {
+    headers: headers({ Accept: "application/octet-stream" }),
+    credentials: "omit",
+    cache: "no-store",
+  });
+  if (!response.ok) {
+    const body = await response.json().catch(() => null);
+    throw new ApiFailure(response.status, body, response.headers.get("Retry-After"));
+  }
+  return response.blob();
+}
+
 /** `GET`/`POST` a path of this Manager; the parsed JSON body, or throws ApiFailure. `header`
  * adds request headers (`X-Product-Name`). */
 export async function request(path, { method = "GET", query, header } = {}) {

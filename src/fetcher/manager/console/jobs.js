@@ -3,7 +3,7 @@
 // 2 s while a listed job runs, every 5 s otherwise, so a new job shows without a reload); a
 // job's page until the job ends. Nothing is requested while the tab is hidden.
 
-import { request } from "./api.js";
+import { download, request } from "./api.js";
 import { append, badge, duration, facts, h, jsonBlock, replace, table, when } from "./dom.js";
 import { eventsOfJob } from "./feed.js";
 import { failureBox } from "./view.js";
@@ -222,6 +222,45 @@ function jobFacts(job) {
   ]);
 }
 
+function mib(bytes) {
+  return bytes === undefined ? "" : `${bytes} bytes (${(bytes / 1048576).toFixed(1)} MiB)`;
+}
+
+/** §14.1 summary: sizes, rows per datasource and table, key version, expiry; and a button
+ * that downloads the encrypted object through GET /v1/fetcher/{id}/result (§14.2) with the
+ * console's token, saved as a file (it is ciphertext: the consumer decrypts it). */
+function resultSection(job) {
+  const result = job.result;
+  if (!result) return null;
+  const tables = Object.entries(result.tables || {}).flatMap(([ds, counts]) =>
+    Object.entries(counts).map(([table, rows]) => [ds, table, String(rows)]));
+  const status = h("span", { id: "download-status", class: "muted" });
+  const button = h("button", { type: "button", id: "download-result" }, "Download encrypted object");
+  button.addEventListener("click", async () => {
+    replace(status, "downloading…");
+    try {
+      const blob = await download(`/v1/fetcher/${encodeURIComponent(job.id)}/result`);
+      const link = h("a", { href: URL.createObjectURL(blob), download: `${job.id}.json.enc`, id: "download-link" },
+        `${job.id}.json.enc`);
+      replace(status, `${blob.size} bytes: `, link);
+      link.click();
+    } catch (error) {
+      replace(status, failureBox(error));
+    }
+  });
+  return h("section", { id: "job-result" }, h("h2", {}, "Result"),
+    facts([
+      ["Stored size", mib(result.sizeBytes)],
+      ["Plaintext size", mib(result.plaintextBytes)],
+      ["Rows", result.rowCount === undefined ? "" : String(result.rowCount)],
+      ["Key version", result.keyVersion || ""],
+      ["Expires", result.expiresAt ? when(result.expiresAt) : "never"],
+      ["Expired", result.expiredAt ? when(result.expiredAt) : ""],
+    ]),
+    tables.length ? table(["Datasource", "Table", "Rows"], tables, { id: "result-tables" }) : null,
+    h("p", {}, button, " ", status));
+}
+
 /** The job's events as a table, or why there is none (a token may read jobs but not events). */
 async function jobEvents(job) {
   if (running(job)) return h("p", { class: "muted" }, "The job is still running.");
@@ -249,6 +288,7 @@ export async function jobView(root, id, life) {
       body,
       jobFacts(job),
       error ? h("section", {}, h("h2", {}, "Failure"), h("pre", { class: "error-text", id: "job-error" }, error)) : null,
+      resultSection(job),
       h("section", { id: "job-events" }, h("h2", {}, "Events"), events),
       h("section", {}, h("h2", {}, "Request"), jsonBlock(submitted(job))),
       h("section", {}, h("h2", {}, "Metadata"), jsonBlock(job.metadata || {})),

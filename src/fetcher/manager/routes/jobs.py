@@ -1,11 +1,14 @@
-"""Job routes (contract §2.8): create (202 new, 200 duplicate), get, and list (issue 21)."""
+"""Job routes (contract §2.8): create (202 new, 200 duplicate), get, list (issue 21), and the
+result download (§14.2)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
-from starlette.responses import Response
+from collections.abc import AsyncIterator
 
-from fetcher.manager.auth import JobsRead, JobsWrite
+from fastapi import APIRouter, Request
+from starlette.responses import Response, StreamingResponse
+
+from fetcher.manager.auth import JobsRead, JobsWrite, ResultsRead
 from fetcher.manager.deps import (
     RuntimeDep,
     parse_job_id,
@@ -14,10 +17,11 @@ from fetcher.manager.deps import (
     request_id,
 )
 from fetcher.manager.job_list_doc import JOB_LIST_DESCRIPTION
-from fetcher.manager.openapi import JOB_ID, error_responses, json_request_body
+from fetcher.manager.openapi import JOB_ID, error_responses, json_request_body, parameter
 from fetcher.manager.responses import json_response, json_response_off_loop
 from fetcher.services.access import require_product
 from fetcher.services.api.response_models import JobAccepted, JobResponse
+from fetcher.services.jobs.download import HMAC_HEADER, KEY_VERSION_HEADER, byte_range
 from fetcher.services.jobs.list_query import parse_job_list
 from fetcher.services.jobs.listing import JobPage
 
@@ -82,3 +86,89 @@ async def list_jobs(request: Request, runtime: RuntimeDep, principal: JobsRead) 
     )
     page = await runtime.job_list.list_page(query, product=product, principal=principal)
     return await json_response_off_loop(page)
+
+
+_RESULT_HEADERS = {
+    "Content-Length": {"description": "Bytes in this response", "schema": {"type": "integer"}},
+    "ETag": {"description": "The job's result HMAC, quoted", "schema": {"type": "string"}},
+    "Accept-Ranges": {"description": "bytes", "schema": {"type": "string"}},
+    HMAC_HEADER: {"description": "resultHmac (§6.3)", "schema": {"type": "string"}},
+    KEY_VERSION_HEADER: {
+        "description": "The key version that sealed the object (§14.3); absent for jobs "
+        "completed before versions were recorded",
+        "schema": {"type": "string"},
+    },
+}
+_OCTETS = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+
+
+@router.get(
+    "/{id}/result",
+    summary="Download a job's encrypted result object",
+    responses={
+        200: {
+            "description": "The whole stored object",
+            "headers": _RESULT_HEADERS,
+            "content": _OCTETS,
+        },
+        206: {
+            "description": "One byte range of it, with Content-Range",
+            "headers": _RESULT_HEADERS,
+            "content": _OCTETS,
+        },
+        304: {"description": "If-None-Match matched the ETag"},
+        **error_responses(400, 404, 410, 416),
+    },
+    openapi_extra={
+        "parameters": [
+            JOB_ID,
+            parameter("Range", "header", "One range, bytes=<first>-[<last>] or bytes=-<n>"),
+            parameter("If-Range", "header", "The ETag: a range is served only if it matches"),
+            parameter("If-None-Match", "header", "The ETag: 304 when it matches"),
+        ]
+    },
+)
+async def download_result(
+    request: Request, runtime: RuntimeDep, principal: ResultsRead
+) -> Response:
+    """§14.2: the stored ciphertext, streamed; 404 FET-1100 before completion, 410 FET-1101
+    once the object is gone, 416 FET-1102 for a range past the end."""
+    job_id = parse_job_id(request.path_params["id"])
+    found = await runtime.downloads.locate(job_id, principal=principal)
+    headers = {
+        "ETag": found.etag,
+        "Accept-Ranges": "bytes",
+        HMAC_HEADER: found.hmac,
+        "Cache-Control": "private, no-store",
+    }
+    if found.key_version is not None:
+        headers[KEY_VERSION_HEADER] = found.key_version
+    if found.etag in _etags(request.headers.get("if-none-match")):
+        return Response(status_code=304, headers=headers)
+    wanted = request.headers.get("range")
+    if_range = request.headers.get("if-range")
+    span = byte_range(wanted, found.size) if if_range in (None, found.etag) else None
+    start, end = span if span is not None else (0, found.size - 1)
+    first, rest = await runtime.downloads.first_chunk(found, start, end)
+    headers["Content-Length"] = str(end - start + 1)
+    if span is not None:
+        headers["Content-Range"] = f"bytes {start}-{end}/{found.size}"
+
+    async def body() -> AsyncIterator[bytes]:
+        yield first
+        async for chunk in rest:
+            yield chunk
+
+    return StreamingResponse(
+        body(),
+        status_code=206 if span is not None else 200,
+        headers=headers,
+        media_type="application/octet-stream",
+    )
+
+
+def _etags(header: str | None) -> set[str]:
+    """The entity tags of an ``If-None-Match`` header (weak ones compared weakly)."""
+    if header is None:
+        return set()
+    return {tag.strip().removeprefix("W/") for tag in header.split(",")}

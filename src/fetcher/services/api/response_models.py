@@ -129,8 +129,25 @@ class JobAccepted(_Strict):
     message: str
 
 
+class JobResult(_Strict):
+    """§14.1 result summary of a completed job. Members other than ``path`` and the two
+    retention members are absent when the job was completed before they were recorded;
+    ``tables`` is absent in list items. ``expiresAt``/``expiredAt`` are always present, and
+    ``null`` until retention sets them."""
+
+    path: str
+    sizeBytes: int | None = None
+    plaintextBytes: int | None = None
+    rowCount: int | None = None
+    tables: dict[str, dict[str, int]] | None = None
+    hmac: str | None = None
+    keyVersion: str | None = None
+    expiresAt: str | None
+    expiredAt: str | None
+
+
 class JobResponse(_Strict):
-    """§4.6 JobResponse."""
+    """§4.6 JobResponse (with §14.1 ``result``)."""
 
     id: str
     status: JobStatus
@@ -145,6 +162,8 @@ class JobResponse(_Strict):
     completedAt: str | None = None
     #: §12.4: the token ``sub`` that created it; absent with ``AUTH_MODE=none``.
     createdBy: str | None = None
+    #: §14.1: only when ``completed``.
+    result: JobResult | None = None
 
 
 # --- operational and feed (§2.10, §2.12) --------------------------------------------------

@@ -44,6 +44,7 @@ from fetcher.services.events.job_events import (
 )
 from fetcher.services.infrastructure import ObjectStore, ObjectWriter
 from fetcher.services.jobs.failure_summary import FailureSummary, summarise_failure
+from fetcher.services.jobs.result_summary import summary_json
 from fetcher.services.log_context import bind_log_context, id_list, log_context
 from fetcher.services.metrics import Metrics
 from fetcher.services.records import JobRecord
@@ -95,6 +96,8 @@ class _EncryptingSink:
         self._encryptor = ObjectEncryptor(keys.storage, b64encode=b64encode)
         self._open_writer = open_writer
         self._writer: ObjectWriter | None = None
+        #: Stored bytes written so far (the summary's ``sizeBytes``, §14.1).
+        self.stored_bytes = 0
 
     async def _writer_ready(self) -> ObjectWriter:
         if self._writer is None:
@@ -111,13 +114,24 @@ class _EncryptingSink:
                 self._hmac.update(piece)
                 out = self._encryptor.update(piece)
                 if out:
+                    self.stored_bytes += len(out)
                     await writer.write(out)
 
     async def finish(self) -> str:
         """Write the GCM tag; return the hex HMAC of everything written."""
         writer = await self._writer_ready()
-        await writer.write(self._encryptor.finalize())
+        tail = self._encryptor.finalize()
+        self.stored_bytes += len(tail)
+        await writer.write(tail)
         return self._hmac.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What the object store holds once the sink finished: its HMAC and stored size."""
+
+    hmac: str
+    size_bytes: int
 
 
 @dataclass
@@ -147,6 +161,8 @@ class ExtractionService:
     #: The base64 encoder of the stored object (§6.3): the standard library's, or one the
     #: host hands that writes exactly the same bytes, faster (bootstrap: ``pybase64``).
     b64encode: Callable[[bytes | memoryview], bytes] = base64.b64encode
+    #: §14.3: ``APP_ENC_KEY_VERSION``, recorded with every object ``keys`` seal.
+    key_version: str = "1"
 
     async def run_claimed(self, job_id: str, *, tenant: str = "") -> str:
         """Run a job of ``tenant`` this Worker has just claimed; it ends in one terminal
@@ -295,14 +311,14 @@ class ExtractionService:
         recording = False
         try:
             async with storage:
-                result, result_hmac = await self._store_result(
+                result, stored = await self._store_result(
                     request,
                     connections,
                     (key, self.keys.for_tenant(job.tenant)),
                     lambda: storage.reschedule(loop.time() + self.storage_timeout),
                 )
                 recording = True
-                return await self._complete(job, key, result, result_hmac)
+                return await self._complete(job, key, result, stored)
         except TimeoutError:
             if not storage.expired():
                 raise
@@ -318,18 +334,18 @@ class ExtractionService:
         connections: Mapping[str, ConnectionDescriptor],
         target: tuple[str, KeySet],
         start_storage_clock: Callable[[], None],
-    ) -> tuple[ExtractionResult, str]:
+    ) -> tuple[ExtractionResult, _Stored]:
         """Plan and execute (§4.3 steps 2-5, one connection per datasource) into the object at
         ``target``'s key, sealed and MACed with its key set (the job's tenant's); the object
         exists only if this returns."""
         key, keys = target
         with span("extract, encrypt and upload") as current:
-            result, result_hmac = await self._stream_object(
+            result, stored = await self._stream_object(
                 request, connections, (key, keys), start_storage_clock
             )
             current.set_attribute("fetcher.object.size_bytes", result.size_bytes)
             current.set_attribute("fetcher.row_count", result.row_count)
-        return result, result_hmac
+        return result, stored
 
     async def _stream_object(
         self,
@@ -337,7 +353,7 @@ class ExtractionService:
         connections: Mapping[str, ConnectionDescriptor],
         target: tuple[str, KeySet],
         start_storage_clock: Callable[[], None],
-    ) -> tuple[ExtractionResult, str]:
+    ) -> tuple[ExtractionResult, _Stored]:
         key, keys = target
         async with AsyncExitStack() as stack:
 
@@ -349,12 +365,14 @@ class ExtractionService:
                 request, connections, sink, on_extracted=start_storage_clock
             )
             result_hmac = await sink.finish()
-        return result, result_hmac
+        return result, _Stored(result_hmac, sink.stored_bytes)
 
     async def _complete(
-        self, job: JobRecord, key: str, result: ExtractionResult, result_hmac: str
+        self, job: JobRecord, key: str, result: ExtractionResult, stored: _Stored
     ) -> str:
-        """§4.3 step 6: CAS ``processing → completed`` with its outbox row, then the relay."""
+        """§4.3 step 6: CAS ``processing → completed`` with its outbox row and the result
+        summary (§14.1), then the relay."""
+        result_hmac = stored.hmac
         now = self.clock.now()
         started_at = job.started_at or job.created_at
         summary = CompletedResult(
@@ -375,6 +393,13 @@ class ExtractionService:
                     result_hmac=result_hmac,
                     completed_at=now,
                     event=with_trace_context(event),
+                    result_summary_json=summary_json(
+                        size_bytes=stored.size_bytes,
+                        plaintext_bytes=result.size_bytes,
+                        row_count=result.row_count,
+                        tables=result.table_rows,
+                    ),
+                    result_key_version=self.key_version,
                 )
         except Exception:
             log.exception("recording completion of job %s failed", job.id)

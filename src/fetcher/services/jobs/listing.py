@@ -45,6 +45,9 @@ def job_list_item(listed: ListedJob) -> dict[str, object]:
     for member in listed.cut:
         if member != "metadata":  # the cut metadata still holds source (and error)
             item.pop(member, None)
+    result = item.get("result")
+    if isinstance(result, dict):  # §14.1: rows per table only on the job itself
+        result.pop("tables", None)
     if listed.cut:
         item["truncated"] = list(listed.cut)
     return item

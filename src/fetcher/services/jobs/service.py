@@ -25,6 +25,7 @@ from fetcher.services.connections.tester import ConnectionTester
 from fetcher.services.errors import ApiError
 from fetcher.services.events.job_events import EventContext, failed_event
 from fetcher.services.infrastructure import WorkPublisher
+from fetcher.services.jobs.result_summary import result_member
 from fetcher.services.jobs.validation import ValidatedJob, validate_job_request
 from fetcher.services.jobs.work_messages import work_message_body, work_message_headers
 from fetcher.services.jsontext import compact_json
@@ -75,6 +76,7 @@ def job_response(job: JobRecord) -> dict[str, object]:
             "createdAt": format_ms(job.created_at),
             "completedAt": format_ms(job.completed_at) if terminal and job.completed_at else None,
             "createdBy": job.created_by,
+            "result": result_member(job),
         },
     )
 

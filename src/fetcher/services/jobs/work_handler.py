@@ -128,6 +128,10 @@ class WorkHandler:
     retry_base_seconds: float = 1.0
     #: ``MULTI_TENANT_ENABLED`` (§12.5): every message must name its job's tenant.
     multi_tenant: bool = False
+    #: §14.3: the internal keys of ``APP_ENC_KEY_PREVIOUS``, also accepted on a work message,
+    #: so a Worker rotated first still takes the messages of Managers not yet rotated
+    #: (docs/key-rotation.md). Retries are signed with ``internal_key``.
+    previous_internal_keys: tuple[bytes, ...] = field(default=(), repr=False)
 
     async def handle(self, delivery: Delivery) -> None:
         """Handle one delivery completely (including the job it starts), in one consumer span
@@ -164,15 +168,18 @@ class WorkHandler:
         if (
             signed is None
             or tenant_line is None
-            or not verify_message(
-                self.internal_key,
-                str(headers["x-message-signature"]),
-                t=signed[1],
-                body=body,
-                exchange=delivery.exchange,
-                routing_key=delivery.routing_key,
-                tenant=tenant_line,
-                job_id=extract_job_id(body),
+            or not any(
+                verify_message(
+                    key,
+                    str(headers["x-message-signature"]),
+                    t=signed[1],
+                    body=body,
+                    exchange=delivery.exchange,
+                    routing_key=delivery.routing_key,
+                    tenant=tenant_line,
+                    job_id=extract_job_id(body),
+                )
+                for key in (self.internal_key, *self.previous_internal_keys)
             )
         ):
             raise _Rejected("signature")
