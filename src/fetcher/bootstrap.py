@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import pybase64
 
+from fetcher import __version__
 from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.adapters.messaging.inprocess import InProcessEventBus, InProcessWorkQueue
 from fetcher.adapters.objectstore.local import LocalObjectStore
@@ -60,6 +61,7 @@ from fetcher.services.jobs.service import JobService
 from fetcher.services.jobs.work_handler import WorkHandler
 from fetcher.services.metrics import Metrics
 from fetcher.services.store_roles import (
+    BacklogReader,
     ConnectionStore,
     FeedStore,
     JobSearch,
@@ -88,7 +90,14 @@ ReadinessCheck = Callable[[], Awaitable[None]]
 
 
 class MetadataStore(
-    StoreLifecycle, ConnectionStore, JobStore, JobSearch, FeedStore, Outbox, Protocol
+    StoreLifecycle,
+    ConnectionStore,
+    JobStore,
+    JobSearch,
+    FeedStore,
+    Outbox,
+    BacklogReader,
+    Protocol,
 ):
     """Every role of the metadata store (``fetcher.services.store_roles``) at once: what the
     composition root opens and hands out role by role. Only the root and the hosts' startup
@@ -204,6 +213,7 @@ def assemble_runtime(
 ) -> Runtime:
     """Wire the services over open ports: real adapters (:func:`build_runtime`) or fakes."""
     metrics = Metrics()
+    metrics.build_info.labels(__version__, str(settings.mode.value)).set(1)
     internal = dict(settings.internal_datasources)
     cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
     events = EventContext(source=settings.ce_source, exchange=settings.events_exchange)
