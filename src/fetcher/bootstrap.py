@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import pybase64
 
-from fetcher import __version__
 from fetcher.adapters.encoder_process import BatchEncoder
 from fetcher.adapters.messaging.inprocess import InProcessEventBus, InProcessWorkQueue
 from fetcher.adapters.objectstore.local import LocalObjectStore
@@ -212,8 +211,7 @@ def assemble_runtime(
     lifecycle: Lifecycle | None = None,
 ) -> Runtime:
     """Wire the services over open ports: real adapters (:func:`build_runtime`) or fakes."""
-    metrics = Metrics()
-    metrics.build_info.labels(__version__, str(settings.mode.value)).set(1)
+    metrics = Metrics(mode=settings.mode.value)
     internal = dict(settings.internal_datasources)
     cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
     events = EventContext(source=settings.ce_source, exchange=settings.events_exchange)

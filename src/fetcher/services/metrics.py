@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
+from fetcher import __version__
 from fetcher.engine import ErrorCategory
-from fetcher.engine.types import EngineType
+from fetcher.engine.kit import EngineType
 
 __all__ = [
     "CATEGORIES",
@@ -116,110 +117,20 @@ class Metrics:
         default_factory=lambda: CollectorRegistry(auto_describe=True)
     )
 
+    #: §15.2 ``fetcher_build_info{mode}``: ``manager``, ``worker`` or ``embedded`` (empty in
+    #: tests that build bare metrics: then no build info series).
+    mode: str = ""
     #: §15.2: the bounded ``product`` label of this registry's job metrics.
     product_label: ProductLabels = field(default_factory=ProductLabels)
 
     def __post_init__(self) -> None:
         r = self.registry
         ProcessCollector(registry=r)  # §15.2 process_*: CPU, memory, open fds, start time
-        metrics = {
-            "http_requests": Counter(
-                "fetcher_http_requests_total",
-                "HTTP requests",
-                ["method", "route", "status"],
-                registry=r,
-            ),
-            "http_duration": Histogram(
-                "fetcher_http_request_duration_seconds",
-                "HTTP request duration",
-                ["method", "route"],
-                registry=r,
-            ),
-            "jobs_created": Counter(
-                "fetcher_jobs_created_total",
-                "Jobs accepted by the Manager",
-                ["outcome"],
-                registry=r,
-            ),
-            "jobs_finished": Counter(
-                "fetcher_jobs_finished_total",
-                "Jobs that reached a terminal status",
-                ["status"],
-                registry=r,
-            ),
-            "job_duration": Histogram(
-                "fetcher_job_duration_seconds",
-                "Job duration from claim to terminal status",
-                registry=r,
-                buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
-            ),
-            "messages_rejected": Counter(
-                "fetcher_work_messages_rejected_total",
-                "Work messages dead-lettered",
-                ["reason"],
-                registry=r,
-            ),
-            "events_published": Counter(
-                "fetcher_events_published_total", "Job events published", ["type"], registry=r
-            ),
-            "outbox_pending": Gauge(
-                "fetcher_outbox_pending", "Outbox rows not yet published", registry=r
-            ),
-            "readyz_up": Gauge(
-                "fetcher_readyz_check_up",
-                "Readiness check result (1 up, 0 down)",
-                ["check"],
-                registry=r,
-            ),
-            # §15.2 additions (new names; the §2.11 families above keep their label sets).
-            "build_info": Gauge(
-                "fetcher_build_info",
-                "Always 1: the process's package version and mode (manager, worker, embedded)",
-                ["version", "mode"],
-                registry=r,
-            ),
-            "job_outcomes": Counter(
-                "fetcher_job_outcomes_total",
-                "Jobs that reached a terminal status, by product, engine and error category",
-                ["status", "product", "engine", "category"],
-                registry=r,
-            ),
-            "job_wait": Histogram(
-                "fetcher_job_wait_seconds",
-                "Time a job waited from creation to its claim by a Worker",
-                registry=r,
-                buckets=_JOB_BUCKETS,
-            ),
-            "job_run": Histogram(
-                "fetcher_job_run_seconds",
-                "Time a job ran from its claim to its terminal status, by engine",
-                ["engine"],
-                registry=r,
-                buckets=_JOB_BUCKETS,
-            ),
-            "jobs_in_flight": Gauge(
-                "fetcher_worker_jobs_in_flight",
-                "Jobs this process is running now",
-                registry=r,
-            ),
-            "jobs_pending": Gauge(
-                "fetcher_jobs_pending",
-                "Jobs waiting for a Worker (status pending), read at scrape",
-                registry=r,
-            ),
-            "oldest_pending_age": Gauge(
-                "fetcher_jobs_oldest_pending_age_seconds",
-                "Age of the oldest pending job (0 when none), read at scrape",
-                registry=r,
-            ),
-            "outbox_oldest_age": Gauge(
-                "fetcher_outbox_oldest_pending_age_seconds",
-                "Age of the oldest outbox row not yet published (0 when none), read at scrape",
-                registry=r,
-            ),
-        }
+        metrics = {**_contract_families(r), **_production_families(r)}
         for name, metric in metrics.items():  # frozen: the fields are set once, here
             object.__setattr__(self, name, metric)
+        if self.mode:
+            self.build_info.labels(__version__, self.mode).set(1)
 
     http_requests: Counter = field(init=False)
     http_duration: Histogram = field(init=False)
@@ -238,3 +149,108 @@ class Metrics:
     jobs_pending: Gauge = field(init=False)
     oldest_pending_age: Gauge = field(init=False)
     outbox_oldest_age: Gauge = field(init=False)
+
+
+def _contract_families(r: CollectorRegistry) -> dict[str, Counter | Gauge | Histogram]:
+    """§2.11: names and label sets exact."""
+    return {
+        "http_requests": Counter(
+            "fetcher_http_requests_total",
+            "HTTP requests",
+            ["method", "route", "status"],
+            registry=r,
+        ),
+        "http_duration": Histogram(
+            "fetcher_http_request_duration_seconds",
+            "HTTP request duration",
+            ["method", "route"],
+            registry=r,
+        ),
+        "jobs_created": Counter(
+            "fetcher_jobs_created_total",
+            "Jobs accepted by the Manager",
+            ["outcome"],
+            registry=r,
+        ),
+        "jobs_finished": Counter(
+            "fetcher_jobs_finished_total",
+            "Jobs that reached a terminal status",
+            ["status"],
+            registry=r,
+        ),
+        "job_duration": Histogram(
+            "fetcher_job_duration_seconds",
+            "Job duration from claim to terminal status",
+            registry=r,
+            buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
+        ),
+        "messages_rejected": Counter(
+            "fetcher_work_messages_rejected_total",
+            "Work messages dead-lettered",
+            ["reason"],
+            registry=r,
+        ),
+        "events_published": Counter(
+            "fetcher_events_published_total", "Job events published", ["type"], registry=r
+        ),
+        "outbox_pending": Gauge(
+            "fetcher_outbox_pending", "Outbox rows not yet published", registry=r
+        ),
+        "readyz_up": Gauge(
+            "fetcher_readyz_check_up",
+            "Readiness check result (1 up, 0 down)",
+            ["check"],
+            registry=r,
+        ),
+    }
+
+
+def _production_families(r: CollectorRegistry) -> dict[str, Counter | Gauge | Histogram]:
+    """§15.2 additions (new names; the §2.11 families keep their label sets)."""
+    return {
+        "build_info": Gauge(
+            "fetcher_build_info",
+            "Always 1: the process's package version and mode (manager, worker, embedded)",
+            ["version", "mode"],
+            registry=r,
+        ),
+        "job_outcomes": Counter(
+            "fetcher_job_outcomes_total",
+            "Jobs that reached a terminal status, by product, engine and error category",
+            ["status", "product", "engine", "category"],
+            registry=r,
+        ),
+        "job_wait": Histogram(
+            "fetcher_job_wait_seconds",
+            "Time a job waited from creation to its claim by a Worker",
+            registry=r,
+            buckets=_JOB_BUCKETS,
+        ),
+        "job_run": Histogram(
+            "fetcher_job_run_seconds",
+            "Time a job ran from its claim to its terminal status, by engine",
+            ["engine"],
+            registry=r,
+            buckets=_JOB_BUCKETS,
+        ),
+        "jobs_in_flight": Gauge(
+            "fetcher_worker_jobs_in_flight",
+            "Jobs this process is running now",
+            registry=r,
+        ),
+        "jobs_pending": Gauge(
+            "fetcher_jobs_pending",
+            "Jobs waiting for a Worker (status pending), read at scrape",
+            registry=r,
+        ),
+        "oldest_pending_age": Gauge(
+            "fetcher_jobs_oldest_pending_age_seconds",
+            "Age of the oldest pending job (0 when none), read at scrape",
+            registry=r,
+        ),
+        "outbox_oldest_age": Gauge(
+            "fetcher_outbox_oldest_pending_age_seconds",
+            "Age of the oldest outbox row not yet published (0 when none), read at scrape",
+            registry=r,
+        ),
+    }
