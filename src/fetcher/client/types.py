@@ -173,6 +173,7 @@ class JobResponse(TypedDict):
     resultHmac: NotRequired[str]
     completedAt: NotRequired[str]
     createdBy: NotRequired[str]
+    traceId: NotRequired[str | None]
 
 
 class JobListItem(TypedDict):
@@ -191,6 +192,7 @@ class JobListItem(TypedDict):
     resultHmac: NotRequired[str]
     completedAt: NotRequired[str]
     createdBy: NotRequired[str]
+    traceId: NotRequired[str | None]
     truncated: NotRequired[list[str]]
 
 

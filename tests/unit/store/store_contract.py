@@ -556,6 +556,23 @@ class StoreContract:
         assert [r.job_id for r in failed] == [records[3].id]
         assert await store.read_feed(after=seqs[-1], limit=10, tenant="", products=None) == []
 
+    async def test_a_job_keeps_its_trace_id(self, store: MetadataStore) -> None:
+        """§15.3: written with the job, read back by every job read, NULL when absent."""
+        traced = replace(job("h1"), trace_id=TRACEPARENT.split("-")[1])
+        untraced = job("h2")
+        await store.insert_job(traced)
+        await store.insert_job(untraced)
+        await store.claim_job(traced.id, T0)
+        assert await complete(store, traced.id, T0 + MS)
+        got = await store.get_job(traced.id, tenant="")
+        assert got is not None
+        assert got.trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
+        missing = await store.get_job(untraced.id, tenant="")
+        assert missing is not None
+        assert missing.trace_id is None
+        with pytest.raises(ValueError, match="trace_id"):
+            replace(untraced, trace_id="4BF92F3577B34DA6A3CE929D0E0E4736")
+
     async def test_backlog_counts_pending_jobs_and_unsent_rows_with_their_oldest(
         self, store: MetadataStore
     ) -> None:

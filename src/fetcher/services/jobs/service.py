@@ -37,6 +37,7 @@ from fetcher.services.timeutil import SystemClock, format_ms, new_id
 from fetcher.services.tracing import (
     DB_SYSTEM,
     SpanKind,
+    sampled_trace_id,
     span,
     trace_headers,
     with_trace_context,
@@ -75,7 +76,9 @@ def job_response(job: JobRecord) -> dict[str, object]:
             "createdAt": format_ms(job.created_at),
             "completedAt": format_ms(job.completed_at) if terminal and job.completed_at else None,
             "createdBy": job.created_by,
+            "traceId": job.trace_id,
         },
+        keep_null=("traceId",),  # §15.3: null when the job's request was not traced
     )
 
 
@@ -247,6 +250,7 @@ class JobService:
             updated_at=now,
             tenant=principal.tenant,
             created_by=principal.sub,
+            trace_id=sampled_trace_id(),  # §15.3: the request span is current here
         )
 
     async def _publish(self, job: JobRecord, request_id: str) -> None:
