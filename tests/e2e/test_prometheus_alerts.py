@@ -58,7 +58,9 @@ async def test_every_mode_exposes_exactly_the_catalogue(stack: Stack, tmp_path: 
     http = stack.launcher.http
     async with stack.launcher.running_worker() as worker:
         job_id = await stack.api.submit(FAST)
-        assert (await stack.api.wait_terminal(job_id))["status"] == "completed"
+        job = await stack.api.wait_terminal(job_id)
+        assert job["status"] == "completed"
+        assert job["traceId"] is None  # §15.3: the session's Manager does not trace
         worker_text = await _exposition(http, worker)
         samples = await worker.metrics(http)
     _assert_catalogued(await _exposition(http, stack.manager), "manager")
