@@ -7,10 +7,14 @@ STAMP := $(VENV)/.installed
 # the build's setup.py (the optional C extension).
 DEPLOY_PY := deploy/container/fetcher-healthcheck deploy/compose/create-bucket.py setup.py
 
-.PHONY: install demo test test-unit lint bench clean image
+.PHONY: install demo test test-unit lint bench clean image fuzz fuzz-short
+# Where `make lint` writes each rendered Kubernetes overlay (kubectl kustomize) to validate it.
+RENDERED ?= $(VENV)/rendered
+# The base's objects (its kustomization.yaml is no Kubernetes object: rendered, not validated).
+K8S_BASE := $(filter-out %/kustomization.yaml,$(wildcard deploy/kubernetes/base/*.yaml))
 
 # setup.py and the C source: an edited extension is rebuilt by `make install` (pip install -e).
-$(STAMP): pyproject.toml constraints.txt setup.py src/fetcher/adapters/_json_layout.c
+$(STAMP): pyproject.toml constraints.txt setup.py src/fetcher/adapters/jsonlayout/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
@@ -26,12 +30,15 @@ lint: install
 	$(BIN)/ruff format --check src tests bench examples $(DEPLOY_PY)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml deploy/kubernetes/secret-template/*.yaml
+	scripts/system-packages.sh lint
+	$(BIN)/kubernetes-validate --strict --quiet $(K8S_BASE) deploy/kubernetes/secret-template/*.yaml
+	scripts/render-overlays.sh $(RENDERED)
+	$(BIN)/kubernetes-validate --strict --quiet $(RENDERED)/*.yaml
 	$(BIN)/pymarkdown scan --recurse README.md docs bench tests
 
 # The S3 server (SeaweedFS) and the MongoDB wire server (nx-27017), both on loopback, run only
 # around the tests and are stopped by PID, both of them even when the tests or a start fail.
-test: install lint
+test: install lint fuzz-short
 	scripts/system-packages.sh
 	scripts/s3-server.sh start; rc=$$?; \
 	if [ $$rc -eq 0 ]; then scripts/mongo-server.sh start; rc=$$?; fi; \
@@ -39,13 +46,33 @@ test: install lint
 	scripts/mongo-server.sh stop; scripts/s3-server.sh stop; exit $$rc
 
 # The OCI image (Containerfile), built with `podman build --isolation chroot` on a debootstrap
-# Debian base kept outside the repository (scripts/image-base.sh, FETCHER_IMAGE_CACHE), then
-# checked in its own file system: `fetcher demo` as the image's user, non-root, no compiler, no
-# .git, start time and size (tests/deploy/test_image.py). Too slow for `make test`; .ci/run
-# runs it after. Installs podman and debootstrap when missing.
+# Debian base (the build argument BASE_IMAGE) kept outside the repository
+# (scripts/image-base.sh, FETCHER_IMAGE_CACHE) and KEPT as IMAGE (compose.yaml's name by
+# default; a rebuild replaces it), then checked in its own file system: `fetcher demo` as the image's user, non-root, no compiler, no .git, start time,
+# size, an OCI archive (tests/deploy/test_image.py). Last, its ID, size and digest, and with
+# IMAGE_ARCHIVE=/path/outside/the/repo.tar an OCI archive there (scripts/image.sh report).
+# Too slow for `make test`; .ci/run runs it after. Installs podman and debootstrap when missing.
+IMAGE ?= localhost/fetcher:local
+IMAGE_ARCHIVE ?=
 image: install
 	scripts/system-packages.sh image
-	$(BIN)/pytest -m image tests/deploy/test_image.py -s
+	scripts/image.sh build $(IMAGE)
+	FETCHER_IMAGE=$(IMAGE) $(BIN)/pytest -m image tests/deploy/test_image.py -s
+	scripts/image.sh report $(IMAGE) $(IMAGE_ARCHIVE)
+
+# The C layout (src/fetcher/adapters/jsonlayout/_native.c) built with AddressSanitizer and
+# UndefinedBehaviorSanitizer into build/fuzz/ (never the .venv's module), then: its tests under
+# the sanitizers on Python 3.11 and 3.12, and atheris (libFuzzer) on every entry point against
+# its Python twin for FUZZ_SECONDS each, reporting executions, C edges covered and CPU time
+# (scripts/fuzz.sh; installs clang when missing). `make test` runs fuzz-short: 10 s a target.
+# Python 3.12 is PYTHON312, else python3.12 on PATH, else pyenv's; without one the 3.12 leg
+# fails, unless FUZZ_SKIP_312=1 leaves it out.
+FUZZ_SECONDS ?= 60
+fuzz: install
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh full
+
+fuzz-short: install
+	FUZZ_SECONDS=10 scripts/fuzz.sh short
 
 test-unit: install
 	$(BIN)/pytest tests/unit tests/architecture

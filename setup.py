@@ -1,7 +1,7 @@
 """The optional C extension (the rest of the build is pyproject.toml's).
 
-``fetcher.adapters._json_layout`` lays JSON texts out as contract §5.4 bytes in C (issue 23;
-``fetcher.adapters.json_layout`` is its Python API). It is optional: without a C compiler or
+``fetcher.adapters.jsonlayout._native`` lays JSON texts out as contract §5.4 bytes in C (issue 23;
+``fetcher.adapters.jsonlayout.texts`` is its Python API). It is optional: without a C compiler or
 the Python headers the build warns and goes on, and the API then declines every call, which
 leaves the work to the pure-Python path (same bytes, slower).
 """
@@ -19,8 +19,8 @@ _FLAGS = [] if sys.platform == "win32" else ["-O2", "-Wall", "-Wextra"]
 setup(
     ext_modules=[
         Extension(
-            "fetcher.adapters._json_layout",
-            sources=["src/fetcher/adapters/_json_layout.c"],
+            "fetcher.adapters.jsonlayout._native",
+            sources=["src/fetcher/adapters/jsonlayout/_native.c"],
             extra_compile_args=_FLAGS,
             optional=True,
         )

@@ -32,6 +32,15 @@ write database_url "postgresql://fetcher:$(read_secret postgres_password)@postgr
 write rabbitmq_password "$(random_token)"
 write rabbitmq.conf "$(printf 'default_user = fetcher\ndefault_pass = %s' \
     "$(read_secret rabbitmq_password)")"
+# AUTH_JWT_SECRET (HS256, §12.2): standard base64 of 32 random bytes; `fetcher dev-token` signs
+# with it.
+write auth_jwt_secret "$(head -c 32 /dev/urandom | base64 | tr -d '\n')"
+# One S3 identity per component, least privilege: the one-shot s3-init may create buckets,
+# the Worker may only read, write and list the result bucket; the Manager has none.
 write s3_secret_key "$(random_token)"
-write s3.json "$(printf '{"identities": [{"name": "fetcher", "credentials": [{"accessKey": "fetcher", "secretKey": "%s"}], "actions": ["Read", "Write", "List", "Tagging", "Admin"]}]}' \
-    "$(read_secret s3_secret_key)")"
+write s3_init_secret_key "$(random_token)"
+write s3.json "$(printf '{"identities": [%s, %s]}' \
+    "$(printf '{"name": "fetcher-init", "credentials": [{"accessKey": "fetcher-init", "secretKey": "%s"}], "actions": ["Admin:fetcher-results", "List"]}' \
+        "$(read_secret s3_init_secret_key)")" \
+    "$(printf '{"name": "fetcher-worker", "credentials": [{"accessKey": "fetcher-worker", "secretKey": "%s"}], "actions": ["Read:fetcher-results", "Write:fetcher-results", "List:fetcher-results"]}' \
+        "$(read_secret s3_secret_key)")")"

@@ -119,6 +119,11 @@ class FetcherProcesses:
         """The scratch metadata database of a Manager (empty in embedded mode)."""
         return self._meta_db or ""
 
+    @property
+    def metadata_file(self) -> Path:
+        """The SQLite metadata store of embedded mode (``meta.db`` in the scratch folder)."""
+        return self._dir / "meta.db"
+
     def _env(self) -> dict[str, str]:
         env = {
             **os.environ,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import pybase64
 
-from fetcher.adapters.encoder_process import BatchEncoder
+from fetcher.adapters.jsonlayout import BatchEncoder
 from fetcher.adapters.messaging.inprocess import InProcessEventBus, InProcessWorkQueue
 from fetcher.adapters.objectstore.local import LocalObjectStore
 from fetcher.adapters.spool import EncryptedSpoolFactory
@@ -68,7 +68,7 @@ from fetcher.services.store_roles import (
     Outbox,
     StoreLifecycle,
 )
-from fetcher.settings import Mode, Settings
+from fetcher.settings import Mode, Settings, sqlite_store_path
 
 if TYPE_CHECKING:  # imported where used: the Worker never loads the JWT libraries
     from fetcher.adapters.auth import BearerAuthenticator
@@ -82,6 +82,7 @@ __all__ = [
     "WorkerParts",
     "assemble_runtime",
     "build_runtime",
+    "metadata_store",
 ]
 
 #: A readiness probe (§2.10): returns normally when up, raises with a reason when down.
@@ -390,15 +391,24 @@ def _batch_encoder(settings: Settings, stack: AsyncExitStack) -> BatchEncoder | 
 
 
 def _open_store(settings: Settings) -> AbstractAsyncContextManager[MetadataStore]:
-    if settings.sqlite_path is not None:  # the store creates its file 0600, its directory 0700
-        return SqliteMetadataStore(settings.sqlite_path)
     # §2.3 FET-0003: the Manager answers 503 within ~1 s when the store is unreachable.
     checkout = 1.0 if settings.mode is Mode.MANAGER else None
+    return metadata_store(settings.database_url, checkout_timeout=checkout)
+
+
+def metadata_store(
+    database_url: str, *, checkout_timeout: float | None = None
+) -> AbstractAsyncContextManager[MetadataStore]:
+    """The metadata store of a ``sqlite:`` or ``postgresql://`` URL, not opened yet (a
+    process start, and ``fetcher migrate`` with nothing else of the settings)."""
+    sqlite_path = sqlite_store_path(database_url)
+    if sqlite_path is not None:  # the store creates its file 0600, its directory 0700
+        return SqliteMetadataStore(sqlite_path)
     # Imported here: psycopg is the optional ``postgres`` extra, which embedded mode on
     # SQLite does not need. libpq takes ``postgresql://`` and ``postgres://`` URLs as they are.
     from fetcher.adapters.store.postgres import PostgresMetadataStore
 
-    return PostgresMetadataStore(settings.database_url, checkout_timeout=checkout)
+    return PostgresMetadataStore(database_url, checkout_timeout=checkout_timeout)
 
 
 async def _open_objects(settings: Settings, stack: AsyncExitStack) -> ObjectStore:

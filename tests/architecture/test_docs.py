@@ -117,7 +117,7 @@ def _module_source(parts: list[str]) -> str | None:
 
 
 def _module_or_attribute(dotted: str) -> bool:
-    """``.adapters.fastjson`` is a module; ``.client.FetcherClient`` a name its parent
+    """``.adapters.jsonlayout.fastjson`` is a module; ``.client.FetcherClient`` a name its parent
     defines. A first part that is no subpackage (``fetcher.jwt``, a ce-id) is not a module."""
     parts = dotted.strip(".").split(".")
     if not (SRC / parts[0]).is_dir() and not (SRC / f"{parts[0]}.py").is_file():

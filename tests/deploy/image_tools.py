@@ -20,9 +20,6 @@ from typing import Any
 
 from tests.deploy.layout import ROOT
 
-#: A CA bundle handed to the build as the `pip-ca` secret (a TLS-intercepting proxy between
-#: this machine and PyPI needs it); never stored in the image.
-PIP_CA = Path(os.environ.get("FETCHER_IMAGE_PIP_CA", "/etc/ssl/certs/ca-certificates.crt"))
 BUILD_TIMEOUT = 1200
 
 
@@ -39,37 +36,30 @@ def podman(*args: str, timeout: float = 300) -> str:
     return result.stdout.strip()
 
 
-def base_image() -> str:
-    """The debootstrap base (scripts/image-base.sh: built once, reused)."""
+def build_image(tag: str, revision: str, source: str) -> str:
+    """``scripts/image.sh build``: ``podman build --isolation chroot`` of the Containerfile on
+    the debootstrap base (scripts/image-base.sh); returns the image id."""
     result = subprocess.run(  # noqa: S603 - fixed argv of a local tool, no shell
-        [str(ROOT / "scripts" / "image-base.sh")],
+        [str(ROOT / "scripts" / "image.sh"), "build", tag],
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT,
         check=False,
+        env={**os.environ, "REVISION": revision, "SOURCE": source},
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return result.stdout.strip().splitlines()[-1]
 
 
-def build_image(base: str, tag: str, revision: str, source: str) -> str:
-    """``podman build --isolation chroot`` of the Containerfile; returns the image id."""
-    secret = [f"--secret=id=pip-ca,src={PIP_CA}"] if PIP_CA.is_file() else []
-    podman(
-        "build",
-        "--isolation=chroot",
-        "--format=docker",
-        "--layers=false",
-        f"--build-arg=BASE_IMAGE={base}",
-        f"--build-arg=REVISION={revision}",
-        f"--build-arg=SOURCE={source}",
-        *secret,
-        f"--tag={tag}",
-        "--file=Containerfile",
-        str(ROOT),
-        timeout=BUILD_TIMEOUT,
+def image_script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``scripts/image.sh ARGS`` (e.g. ``report TAG ARCHIVE``), its output captured."""
+    return subprocess.run(  # noqa: S603 - fixed argv of a local tool, no shell
+        [str(ROOT / "scripts" / "image.sh"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
-    return podman("image", "inspect", "--format={{.Id}}", tag)
 
 
 def git(*args: str) -> str:

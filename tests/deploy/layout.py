@@ -12,7 +12,9 @@ COMPOSE_FILE = ROOT / "compose.yaml"
 COMPOSE_SCHEMA = ROOT / "deploy" / "schema" / "compose-spec.json"
 ENTRYPOINT = ROOT / "deploy" / "container" / "fetcher-entrypoint"
 SETTINGS_SOURCE = ROOT / "src" / "fetcher" / "settings" / "environment.py"
-KUBERNETES_DIR = ROOT / "deploy" / "kubernetes"
+KUBERNETES_ROOT = ROOT / "deploy" / "kubernetes"
+#: The Kustomize base: the manifests every overlay (KUBERNETES_ROOT / "overlays") starts from.
+KUBERNETES_DIR = KUBERNETES_ROOT / "base"
 #: The virtualenv's scripts (check-jsonschema, fetcher) sit next to the test interpreter.
 VENV_BIN = Path(sys.executable).parent
 

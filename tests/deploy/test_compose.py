@@ -4,6 +4,7 @@ and every Fetcher service configured with variables the code reads, complete eno
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -104,4 +105,70 @@ def test_settings_accept_each_service(service: str, tmp_path: Path) -> None:
     assert settings.database_url.startswith("postgresql://fetcher:")
     assert settings.rabbitmq is not None
     assert settings.rabbitmq.host == "rabbitmq"
-    assert settings.object_storage.endpoint == "http://s3:8333"
+    # Only the Worker stores results; the Manager is given no object storage at all.
+    expected = "http://s3:8333" if service == "worker" else None
+    assert settings.object_storage.endpoint == expected
+    assert settings.auth.enabled is (service == "manager")
+
+
+@pytest.mark.parametrize("service", [*FETCHER_SERVICES, "s3-init"])
+def test_fetcher_containers_are_hardened(service: str) -> None:
+    spec = _compose()["services"][service]
+    assert spec["read_only"] is True
+    assert spec["cap_drop"] == ["ALL"]
+    assert "no-new-privileges:true" in spec["security_opt"]
+    assert spec["mem_limit"]
+    assert spec["cpus"]
+
+
+def test_every_service_has_a_memory_limit() -> None:
+    for name, spec in _compose()["services"].items():
+        assert spec.get("mem_limit"), name
+
+
+def test_secure_defaults() -> None:
+    """jwt and the SSRF guard; each secret only where it is read: the Manager stores no
+    results and gets neither the S3 secret nor any object storage setting."""
+    services = _compose()["services"]
+    manager = services["manager"]
+    assert manager["environment"]["AUTH_MODE"] == "jwt"
+    assert "auth_jwt_secret" in manager["secrets"]
+    for service in FETCHER_SERVICES:
+        assert services[service]["environment"]["SSRF_GUARD_ENABLED"] == "true"
+        mounted = {f"/run/secrets/{name}" for name in services[service]["secrets"]}
+        read = {
+            value
+            for key, value in services[service]["environment"].items()
+            if key in entrypoint_file_variables()
+        }
+        assert mounted == read, service
+    assert not [k for k in manager["environment"] if k.startswith("OBJECT_STORAGE")]
+    assert "s3_secret_key" not in manager["secrets"]
+    assert services["s3-init"]["secrets"] == ["s3_init_secret_key"]
+
+
+def test_one_least_privilege_s3_identity_per_component(tmp_path: Path) -> None:
+    """s3.json from scripts/compose-secrets.sh: the Worker's identity may read, write and
+    list the result bucket only; only the one-shot s3-init may administer it; no identity
+    is a global Admin. Each service signs with its own identity's key."""
+    subprocess.run(  # noqa: S603 - fixed argv of a local tool, no shell
+        [str(ROOT / "scripts" / "compose-secrets.sh"), str(tmp_path)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    config = json.loads((tmp_path / "s3.json").read_text())
+    identities = {i["credentials"][0]["accessKey"]: i for i in config["identities"]}
+    services = _compose()["services"]
+    bucket = services["worker"]["environment"]["OBJECT_STORAGE_BUCKET"]
+    worker = identities[services["worker"]["environment"]["OBJECT_STORAGE_ACCESS_KEY_ID"]]
+    assert sorted(worker["actions"]) == [f"{a}:{bucket}" for a in ("List", "Read", "Write")]
+    init = identities[services["s3-init"]["environment"]["OBJECT_STORAGE_ACCESS_KEY_ID"]]
+    assert f"Admin:{bucket}" in init["actions"]
+    assert all(a != "Admin" for i in identities.values() for a in i["actions"])
+    keys = {
+        "s3_secret_key": worker["credentials"][0]["secretKey"],
+        "s3_init_secret_key": init["credentials"][0]["secretKey"],
+    }
+    for name, key in keys.items():
+        assert (tmp_path / name).read_text().strip() == key

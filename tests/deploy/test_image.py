@@ -3,16 +3,22 @@ base, then exercised in its own file system (see image_tools: ``podman run`` is 
 sandbox). Slow (a build of about a minute and a half, plus the base the first time): marked
 ``image`` and run by ``make image``, not ``make test``.
 
+``make image`` builds the image it keeps (``IMAGE``, scripts/image.sh) and names it here in
+``FETCHER_IMAGE``: these tests then check that very image and leave it in place. Without
+``FETCHER_IMAGE`` they build one of their own and remove it afterwards.
+
 Figures (size, build time, start time, idle RSS) are printed; run with ``-s`` to see them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import signal
 import socket
+import tarfile
 import time
 import tomllib
 from collections.abc import Iterator
@@ -57,9 +63,12 @@ def image() -> Iterator[str]:
         if services_required():
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
-    base = image_tools.base_image()
+    kept = os.environ.get("FETCHER_IMAGE", "")
+    if kept:
+        yield image_tools.podman("image", "inspect", "--format={{.Id}}", kept)
+        return
     started = time.monotonic()
-    image_id = image_tools.build_image(base, TAG, REVISION, SOURCE)
+    image_id = image_tools.build_image(TAG, REVISION, SOURCE)
     _figure("build seconds", f"{time.monotonic() - started:.1f}")
     try:
         yield image_id
@@ -122,10 +131,10 @@ def test_embedded_mode_starts_healthy_and_drains_on_sigterm(process: ImageProces
 
 
 def test_the_c_extension_is_built_into_the_image(process: ImageProcess) -> None:
-    """The build stage compiles ``fetcher.adapters._json_layout`` (optional for ``pip
+    """The build stage compiles ``fetcher.adapters.jsonlayout._native`` (optional for ``pip
     install``, not for the image): it imports and lays a value out in the image."""
     script = (
-        "import sys; from fetcher.adapters import json_layout as j; "
+        "import sys; from fetcher.adapters import jsonlayout as j; "
         "sys.exit(3) if not j.NATIVE else sys.stdout.buffer.write(j.layout_value(sys.argv[1], 0))"
     )
     result = process.run(["/opt/fetcher/bin/python", "-c", script, '{"b":1,"a":[]}'])
@@ -171,3 +180,30 @@ def test_labels_healthcheck_and_size(image: str, config: dict[str, Any]) -> None
     size_mb = image_tools.inspect(image)["Size"] / 1e6
     _figure("size MB", f"{size_mb:.0f}")
     assert size_mb < SIZE_BUDGET_MB
+
+
+def test_report_and_oci_archive(image: str, tmp_path: Path) -> None:
+    """``scripts/image.sh report`` (the end of ``make image``): the image's ID, size and
+    digest, and with a path an OCI archive (``podman save --format oci-archive``) whose index
+    names one manifest; a path inside the repository is refused before anything is written."""
+    inside = image_tools.image_script("report", image, str(ROOT / "fetcher.oci.tar"))
+    assert inside.returncode == 2, inside.stderr
+    assert not (ROOT / "fetcher.oci.tar").exists()
+    archive = tmp_path / "fetcher.oci.tar"
+    try:
+        done = image_tools.image_script("report", image, str(archive))
+        assert done.returncode == 0, done.stderr[-3000:]
+        lines = dict(line.split(": ", 1) for line in done.stdout.splitlines())
+        assert lines["image id"] == image
+        assert int(lines["image size"].removesuffix(" bytes")) > 0
+        assert int(lines["archive size"].removesuffix(" bytes")) == archive.stat().st_size
+        with tarfile.open(archive) as tar:
+            layout = json.load(tar.extractfile("oci-layout"))  # type: ignore[arg-type]
+            index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
+        assert layout == {"imageLayoutVersion": "1.0.0"}
+        (manifest,) = index["manifests"]
+        assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
+        assert lines["archive manifest digest"] == manifest["digest"]
+        _figure("OCI archive MB", f"{archive.stat().st_size / 1e6:.0f}")
+    finally:
+        archive.unlink(missing_ok=True)

@@ -1,9 +1,11 @@
-"""deploy/kubernetes/: the manifests (validated against the Kubernetes schemas by
+"""deploy/kubernetes/base/: the manifests (validated against the Kubernetes schemas by
 ``kubernetes-validate`` in ``make lint``) configure Fetcher the way its code reads settings,
-probe the ports each mode serves, and give the Worker's drain the time it may need."""
+probe the ports each mode serves, and give the Worker's drain the time it may need. The
+rendered overlays are checked in test_kubernetes_overlays.py."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from fetcher.engine.limits import Limits
 from fetcher.settings import Mode, Settings
 from tests.deploy.layout import (
     KUBERNETES_DIR,
+    KUBERNETES_ROOT,
     ROOT,
     entrypoint_file_variables,
     settings_variables,
@@ -45,10 +48,26 @@ def _config_data() -> dict[str, str]:
     return data
 
 
+#: What the kubelet gives the downward-API helpers of a sample pod.
+_SAMPLE_POD = {"POD_IP": "10.42.0.7", "POD_NAMESPACE": "fetcher"}
+
+
 def _environment(mode: str) -> dict[str, str]:
-    """The ConfigMap, then the container's env (which wins), as the kubelet builds it."""
-    env = {item["name"]: item["value"] for item in _container(mode)["env"]}
-    return _config_data() | env
+    """The ConfigMap, then the container's env (which wins), as the kubelet builds it: each
+    ``$(NAME)`` of a downward-API helper expanded with a sample pod's value; the helpers
+    themselves (``valueFrom``) are left out: they are not settings."""
+    env = {item["name"]: item["value"] for item in _container(mode)["env"] if "value" in item}
+    return _config_data() | {name: _expand(value) for name, value in env.items()}
+
+
+def _expand(value: str) -> str:
+    for helper, sample in _SAMPLE_POD.items():
+        value = value.replace(f"$({helper})", sample)
+    return value
+
+
+def _helpers(container: dict[str, Any]) -> list[str]:
+    return [item["name"] for item in container["env"] if "valueFrom" in item]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -58,10 +77,35 @@ def test_every_variable_is_one_fetcher_reads(mode: str) -> None:
     assert not unknown, f"{mode} sets variables Fetcher never reads: {unknown}"
 
 
+def _check_references(container: dict[str, Any]) -> None:
+    """Each ``$(NAME)`` in an env value names a downward-API helper defined earlier in the
+    list (the kubelet expands only those); each helper is used and is no Fetcher setting."""
+    defined: list[str] = []
+    used: set[str] = set()
+    for item in container["env"]:
+        for name in re.findall(r"\$\(([A-Z_]+)\)", item.get("value", "")):
+            assert name in defined, f"{item['name']} expands $({name}) before it is defined"
+            used.add(name)
+        defined.append(item["name"])
+    helpers = _helpers(container)
+    assert set(helpers) == used, f"unused helpers: {set(helpers) - used}"
+    assert not set(helpers) & (settings_variables() | entrypoint_file_variables().keys())
+
+
+#: The downward-API values each pod's ALLOWED_HOSTS expands (docs/deployment.md).
+HELPERS = {"manager": ["POD_IP", "POD_NAMESPACE"], "worker": ["POD_IP"]}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_downward_api_helpers_are_defined_before_use(mode: str) -> None:
+    _check_references(_container(mode))
+    assert _helpers(_container(mode)) == HELPERS[mode]
+
+
 def _settings(mode: str) -> Settings:
     """Settings.from_env over the pod's environment, each ``_FILE`` read from the mounted
     Secret (the template's values, with a real master key)."""
-    secret = yaml.safe_load((KUBERNETES_DIR / "secret-template/fetcher-secrets.yaml").read_text())
+    secret = yaml.safe_load((KUBERNETES_ROOT / "secret-template/fetcher-secrets.yaml").read_text())
     values = secret["stringData"] | {"app_enc_key": generate_master_key()}
     pod = _one("Deployment", mode)["spec"]["template"]["spec"]
     volume = next(v for v in pod["volumes"] if "secret" in v)
@@ -77,6 +121,22 @@ def _settings(mode: str) -> Settings:
         assert directory == mount["mountPath"], f"{key} is not under the secret mount"
         env[name] = values[secret_key]
     return Settings.from_env(env)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_pod_mounts_only_the_secrets_it_reads(mode: str) -> None:
+    """The Secret volume projects exactly the keys the container's ``_FILE`` paths name: the
+    Manager stores no results and never sees the S3 secret key."""
+    pod = _one("Deployment", mode)["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if "secret" in v)
+    projected = {item["key"] for item in volume["secret"]["items"]}
+    read = {
+        value.rpartition("/")[2]
+        for key, value in _environment(mode).items()
+        if key in entrypoint_file_variables()
+    }
+    assert projected == read
+    assert ("s3_secret_key" in projected) is (mode == "worker")
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -35,6 +35,7 @@ from fetcher.cli.demo_data import build_sample_database
 from fetcher.cli.manager_api import DEFAULT_API_URL
 from tests.e2e.harness import FETCHER_BIN, MASTER_KEY, FetcherProcess, ProcessLauncher, eventually
 from tests.fakes.hostile_http import Answer, HostileHttpServer
+from tests.terminal import read_terminal
 
 pytestmark = pytest.mark.integration
 #: The async tests share the e2e session loop (the module fixture's process lives on it).
@@ -231,21 +232,9 @@ def _terminal_run(*args: str, columns: int) -> str:
         [FETCHER_BIN, *args], env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave
     )
     os.close(slave)
-    shown = b""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            shown += chunk
-        elif process.poll() is not None:
-            break
+    shown = read_terminal(master, process)
     os.close(master)
+    assert shown is not None, "fetcher did not finish in 60 s"
     assert process.wait(30) == 0, shown
     return shown.decode().replace("\r\n", "\n")
 

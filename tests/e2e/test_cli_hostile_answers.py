@@ -19,7 +19,6 @@ import json
 import os
 import pty
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from fetcher.consumer import ConsumerKeys
 from fetcher.crypto import sign_message
 from tests.e2e.harness import FETCHER_BIN
 from tests.fakes.hostile_http import MIB, Answer, HostileHttpServer, streamed_json
+from tests.terminal import read_terminal
 from tests.unit.consumer.conftest import (
     EXCHANGE,
     MASTER_KEY,
@@ -409,7 +409,8 @@ def test_result_get_on_a_terminal_escapes_the_document_keeping_its_json(tmp_path
             stderr=subprocess.DEVNULL,
         )
         os.close(slave)
-        shown = _read_all(master, process)
+        shown = read_terminal(master, process) or b""
+        process.wait(timeout=30)
     finally:
         os.close(master)
     assert process.returncode == 0
@@ -420,22 +421,3 @@ def test_result_get_on_a_terminal_escapes_the_document_keeping_its_json(tmp_path
     assert json.loads(text) == doc
     piped = fetcher(cli_env(tmp_path), "result", "get", key, "--hmac", mac)
     assert piped.stdout == plain
-
-
-def _read_all(master: int, process: subprocess.Popen[bytes]) -> bytes:
-    data = b""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            data += chunk
-        elif process.poll() is not None:
-            break
-    process.wait(timeout=30)
-    return data

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import signal
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from tests.e2e.test_cli_hostile_answers import (
     fetcher,
 )
 from tests.fakes.hostile_http import MIB, Answer, HostileHttpServer, trickled
+from tests.terminal import read_terminal
 
 pytestmark = pytest.mark.integration
 
@@ -151,22 +151,9 @@ def in_terminal(env: dict[str, str], *args: str, timeout: float = 60) -> tuple[i
             start_new_session=True,
         )
         os.close(slave)
-        shown = bytearray()
-        deadline = time.monotonic() + timeout
         try:
-            while time.monotonic() < deadline:
-                ready, _, _ = select.select([master], [], [], 0.2)
-                if ready:
-                    try:
-                        chunk = os.read(master, 65536)
-                    except OSError:  # EIO: the child closed the terminal
-                        break
-                    if not chunk:
-                        break
-                    shown += chunk[-MIB:] if len(shown) > 4 * MIB else chunk
-                elif process.poll() is not None:
-                    break
-            else:
+            shown = read_terminal(master, process, timeout=timeout)
+            if shown is None:
                 os.killpg(process.pid, signal.SIGKILL)
                 pytest.fail(f"fetcher {args[:2]} did not finish in {timeout} s")
             code = process.wait(30)

@@ -61,7 +61,7 @@ async def main() -> dict[str, object]:
     settings = Settings.from_env()
     async with running(settings, sockets=[]) as runtime:
         transport = httpx.ASGITransport(app=create_app(runtime))
-        async with httpx.AsyncClient(transport=transport, base_url="http://fetcher") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             health = await client.get("/health")
             created = await client.post("/v1/fetcher", json=JOB)
             job_id = created.json()["jobId"]

@@ -143,15 +143,23 @@ def _assert_error(response: httpx.Response, status: int, code: str, title: str) 
 async def test_a_blob_body_without_content_type_from_a_foreign_host_is_415(
     server: Embedded,
 ) -> None:
-    """Issue 7 #7: the request a cross-site page can send without a CORS preflight."""
+    """Issue 7 #7: the request a cross-site page can send without a CORS preflight. Issue 33
+    put two checks in front (a foreign ``Host`` → 421, a foreign ``Origin`` → 403); the media
+    type check still holds on its own, for a request that passes both."""
     async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as client:
         forged = {"Host": "evil.example", "Origin": "https://evil.example"}
         response = await client.post("/v1/fetcher", content=JOB_BODY, headers=forged)
+        _assert_error(response, 421, "FET-0013", "Misdirected Request")
+        response = await client.post(
+            "/v1/fetcher", content=JOB_BODY, headers={"Origin": "https://evil.example"}
+        )
+        _assert_error(response, 403, "FET-0014", "Cross-Site Request")
+        response = await client.post("/v1/fetcher", content=JOB_BODY)
         _assert_error(response, 415, "FET-0009", "Unsupported Media Type")
         # The other media types a browser may send without a preflight are refused too.
         for simple in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
             response = await client.post(
-                "/v1/fetcher", content=JOB_BODY, headers={**forged, "Content-Type": simple}
+                "/v1/fetcher", content=JOB_BODY, headers={"Content-Type": simple}
             )
             _assert_error(response, 415, "FET-0009", "Unsupported Media Type")
         assert server.stored_jobs() == 0
@@ -197,7 +205,9 @@ async def test_random_method_names_leave_at_most_eight_method_labels(server: Emb
     assert "other" in methods
     routes = _label_values(text, "route")
     assert routes <= {"unmatched", "/v1/fetcher", "/metrics", "/health"}, routes
-    assert _label_values(text, "status") <= {"200", "202", "404", "405", "415", "other"}
+    # 403 and 421: the cross-site and Host refusals of the media-type test above.
+    statuses = {"200", "202", "403", "404", "405", "415", "421", "other"}
+    assert _label_values(text, "status") <= statuses
     assert len(text.encode()) < before + 64 * 1024, len(text)
 
 
@@ -209,7 +219,7 @@ async def _open_slow_request(port: int) -> tuple[asyncio.StreamReader, asyncio.S
     request is in flight, inside the application, until the client closes it."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(
-        b"POST /v1/fetcher HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"POST /v1/fetcher HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         b"Content-Length: 100\r\n\r\n{"
     )
     await writer.drain()

@@ -78,7 +78,7 @@ async def auth_app(
         runtime.lifecycle.started.set()
         app = create_app(runtime)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://fetcher") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             harness = AuthApp(app, runtime, client)
             try:
                 if wait and app.state.authenticator is not None:

@@ -1,5 +1,5 @@
-"""The ``fetcher`` command (contract §1.5): run | demo | derive-key | generate-master-key, and
-the client commands (events, result, jobs).
+"""The ``fetcher`` command (contract §1.5): run | migrate | demo | derive-key |
+generate-master-key, and the client commands (events, result, jobs).
 
 ``fetcher --version`` prints ``fetcher <version>``; ``fetcher``, ``-h`` or ``--help`` print the
 command list (exit 0 when asked for, 2 when no command was given); an unknown command is named
@@ -25,6 +25,7 @@ usage: fetcher <command> [options]      (fetcher <command> --help: that command'
 
 commands:
   run                   start the component FETCHER_MODE selects (manager, worker, embedded)
+  migrate [--check]     apply the metadata store's migrations (DATABASE_URL) and exit
   demo [--keep]         run the embedded demonstration end to end
   derive-key            print the external HMAC key (or --purpose storage) of APP_ENC_KEY
   generate-master-key   print a new random master key
@@ -65,6 +66,12 @@ def _run(argv: list[str], env: dict[str, str]) -> int:
     return run_command(argv, env)
 
 
+def _migrate(argv: list[str], env: dict[str, str]) -> int:
+    from fetcher.cli.migrate import migrate_command
+
+    return migrate_command(argv, env)
+
+
 def _demo(argv: list[str], env: dict[str, str]) -> int:
     from fetcher.cli.demo import demo_command
 
@@ -92,6 +99,7 @@ def _result(argv: list[str], env: dict[str, str]) -> int:
 #: Each command's module is imported only when it runs (the CLI starts fast).
 COMMANDS: Mapping[str, Command] = {
     "run": _run,
+    "migrate": _migrate,
     "demo": _demo,
     "derive-key": _derive_key,
     "generate-master-key": _generate_master_key,

@@ -95,6 +95,8 @@ class ConnectionResponse(TypedDict):
     createdAt: NotRequired[str]
     updatedAt: NotRequired[str]
     createdBy: NotRequired[str]
+    #: In a list page only: ``["metadata"]`` when metadata over 4 KiB was left out.
+    truncated: NotRequired[list[str]]
 
 
 class ConnectionPage(TypedDict):
@@ -178,7 +180,8 @@ class JobResponse(TypedDict):
 
 class JobListItem(TypedDict):
     """A job in ``GET /v1/fetcher``: the :class:`JobResponse` shape, except that a
-    ``mappedFields``/``filters`` document over 4 KiB is left out and named in ``truncated``."""
+    ``mappedFields``/``filters`` document over 4 KiB is left out, ``metadata`` over 4 KiB is
+    cut to ``source`` (the product) and ``error``, and each is named in ``truncated``."""
 
     id: str
     status: JobStatus

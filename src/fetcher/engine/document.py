@@ -35,8 +35,8 @@ computed once (:func:`_batch_text`); other ``dict`` rows go through the C encode
 (:func:`_dicts_text`). Anything these refuse is encoded row by row, as above.
 
 A batch may also encode itself (:class:`SelfEncodingRows`): an adapter with a faster encoder
-(``fetcher.adapters.fastjson``, orjson) yields batches that write their own §5.4 bytes, or
-decline and leave the batch to the paths above. The engine itself stays standard library only
+(``fetcher.adapters.jsonlayout.fastjson``, orjson) yields batches that write their own §5.4 bytes,
+or decline and leave the batch to the paths above. The engine itself stays standard library only
 (§1.4) and writes the same bytes without it.
 
 Depth: a value nested deeper than :data:`~fetcher.engine.errors.MAX_JSON_DEPTH` levels inside a

@@ -31,15 +31,15 @@ MAX_ERROR_TEXT = 2000
 #: 1, ``[[1]]`` and ``{"a": []}`` 2. A deeper value fails its job with the §4.5 query text
 #: (:class:`JsonDepthError`), never ``internal error``.
 #:
-#: Why 250: orjson, which writes the rows of most batches (``fetcher.adapters.fastjson``),
-#: writes at most 254 nested containers, and a value in a row sits inside 4 of them, as in the
-#: document (its object, the datasource's object, the table's array, the row), so 250 is
-#: exactly the deepest value it writes, and the engine's own encoder refuses deeper ones the
-#: same way. Every parser and encoder on the way needs at most about three Python frames a
-#: level, which leaves room for its caller's stack under the recursion limit (1,000); one
-#: called from a stack too deep even for that runs again on a fresh one. Sources cap lower
-#: (MongoDB and MySQL 100, MariaDB's ``json_valid`` 31); PostgreSQL ``json``/``jsonb`` has no
-#: fixed bound. A document of such values nests at most 254 levels, which ``json.loads``
+#: Why 250: orjson, which writes the rows of most batches
+#: (``fetcher.adapters.jsonlayout.fastjson``), writes at most 254 nested containers, and a value in
+#: a row sits inside 4 of them, as in the document (its object, the datasource's object, the
+#: table's array, the row), so 250 is exactly the deepest value it writes, and the engine's own
+#: encoder refuses deeper ones the same way. Every parser and encoder on the way needs at most
+#: about three Python frames a level, which leaves room for its caller's stack under the recursion
+#: limit (1,000); one called from a stack too deep even for that runs again on a fresh one. Sources
+#: cap lower (MongoDB and MySQL 100, MariaDB's ``json_valid`` 31); PostgreSQL ``json``/``jsonb``
+#: has no fixed bound. A document of such values nests at most 254 levels, which ``json.loads``
 #: (§5.4) and other JSON readers of the result read.
 MAX_JSON_DEPTH: Final = 250
 

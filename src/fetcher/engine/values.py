@@ -309,11 +309,13 @@ def parse_json_column(
     any text that is not one value. ``parse_float`` replaces :class:`ExactNumber` for the
     fractions of the joined parse (a fast encoder's fragment of the source text, say): such
     values are only for a batch that knows how to encode and read them back
-    (``fetcher.adapters.fastjson``); the value-by-value fallback still gives ``ExactNumber``.
+    (``fetcher.adapters.jsonlayout.fastjson``); the value-by-value fallback still gives
+    ``ExactNumber``.
 
     A value nested deeper than :data:`MAX_JSON_DEPTH` may raise :class:`JsonDepthError` here
     (when the scanner cannot descend it) or be returned, to be refused by the encoder that
-    meets it (the engine's writer, ``fetcher.adapters.fastjson``); either way its job fails.
+    meets it (the engine's writer, ``fetcher.adapters.jsonlayout.fastjson``); either way its job
+    fails.
     """
     joined = "[" + ",".join(map(_NULL_FOR_NONE.get, texts, texts)) + "]"  # type: ignore[arg-type]
     decoder = (

@@ -20,7 +20,8 @@
   document declares no security: it describes the deployment it is served by.
 * Swagger UI at ``/docs``, served with its scripts and styles from the installed
   ``fastapi-offline`` package under ``/docs/assets/``: the page works in a private network
-  with no internet access, and no page refers to a CDN.
+  with no internet access, and no page refers to a CDN. Like the console, it refuses to be
+  framed (``frame-ancestors 'none'``, ``X-Frame-Options: DENY``).
 """
 
 from __future__ import annotations
@@ -47,10 +48,17 @@ from fetcher.manager.errors import internal_error
 from fetcher.manager.job_list_doc import add_job_list_parameters
 from fetcher.manager.json_body import UNPARSABLE
 from fetcher.manager.middleware import FetcherMiddleware
-from fetcher.manager.openapi import declare_security, list_parameters, request_components
+from fetcher.manager.openapi import (
+    declare_cross_site,
+    declare_host_check,
+    declare_security,
+    list_parameters,
+    request_components,
+)
 from fetcher.manager.responses import error_response
 from fetcher.manager.routes import connections, console, events, jobs, operational
 from fetcher.manager.telemetry import TelemetryMiddleware
+from fetcher.services.api.request_origin import HostPolicy
 from fetcher.services.errors import ApiError, invalid_payload
 from fetcher.services.store_roles import StoreUnavailableError
 from fetcher.settings import Mode
@@ -104,8 +112,11 @@ class FetcherAPI(FastAPI):
                 for p in operation["parameters"]
             ]
         add_job_list_parameters(schema, settings.max_pagination_limit)
+        declare_host_check(schema)
         if settings.auth.enabled:
             declare_security(schema, self._guarded_operations())
+        else:
+            declare_cross_site(schema)
         self.openapi_schema = schema
         return schema
 
@@ -175,12 +186,16 @@ def _install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_validation_error)
 
 
+#: The console's framing headers: no other site may frame ``/docs`` (clickjacking its buttons).
+_DOCS_FRAMING = {"Content-Security-Policy": "frame-ancestors 'none'", "X-Frame-Options": "DENY"}
+
+
 def _install_docs(app: FastAPI) -> None:
     """``GET /docs`` (§2.10): Swagger UI over ``/openapi.json``, every asset local."""
     app.mount(_DOCS_ASSETS_URL, StaticFiles(directory=_DOCS_ASSETS), name="docs-assets")
 
     async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
+        page = get_swagger_ui_html(
             openapi_url="/openapi.json",
             title="Fetcher API",
             swagger_js_url=f"{_DOCS_ASSETS_URL}/swagger-ui-bundle.js",
@@ -189,6 +204,8 @@ def _install_docs(app: FastAPI) -> None:
             # No call to the public validator service (validator.swagger.io).
             swagger_ui_parameters={"validatorUrl": None},
         )
+        page.headers.update(_DOCS_FRAMING)
+        return page
 
     app.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False)
 
@@ -232,5 +249,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         metrics=runtime.metrics,
         cors_origins=runtime.settings.cors_origins,
         max_in_flight=runtime.settings.http_max_connections,
+        hosts=HostPolicy.build(runtime.settings.allowed_hosts, runtime.settings.server_host),
+        refuse_cross_site=not runtime.settings.auth.enabled,
     )
     return app

@@ -1,6 +1,7 @@
 """The one table from FET code to HTTP status and title, and the §2.2 error body.
 
-Every row of contract §2.3 is here. Codes with several titles list them all; the first is the
+Every row of contract §2.3 is here, and the two codes issue 33 added (FET-0013, FET-0014,
+docs/security.md). Codes with several titles list them all; the first is the
 default, and :func:`title_for` applies the §2.3 title-selection rules: an explicit
 ``ApiError.title`` wins when it is one of the code's titles, FET-1020 picks
 ``Missing Data Source`` from its message, and every other case gets the default title.
@@ -12,6 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from fetcher.services.api.request_origin import (
+    CROSS_SITE_CODE,
+    CROSS_SITE_TITLE,
+    MISDIRECTED_CODE,
+    MISDIRECTED_TITLE,
+)
 from fetcher.services.errors import ApiError
 
 __all__ = [
@@ -60,6 +67,9 @@ FET_CODES: Mapping[str, CodeInfo] = MappingProxyType(
         "FET-0010": _row(401, "Unauthorized"),
         "FET-0011": _row(403, "Forbidden"),
         "FET-0012": _row(403, "Product Not Allowed"),
+        # Issue 33 (docs/security.md), not in contract §2.3: the Host and cross-site checks.
+        MISDIRECTED_CODE: _row(421, MISDIRECTED_TITLE),
+        CROSS_SITE_CODE: _row(403, CROSS_SITE_TITLE),
         "FET-0400": _row(400, "Unexpected Fields in the Request"),
         "FET-0401": _row(400, "Invalid Data Request", "Invalid Filter References"),
         "FET-0402": _row(

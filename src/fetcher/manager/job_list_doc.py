@@ -35,7 +35,8 @@ JOB_LIST_DESCRIPTION = (
     "`nextCursor`. A product-restricted token sees only its products' jobs. Unknown, repeated "
     "and malformed parameters answer 400 with `fields` naming every one (FET-0405, FET-0406 "
     "for `limit`, FET-0408 for a date, FET-0409 when `createdTo` < `createdFrom`). "
-    "`mappedFields`/`filters` over 4 KiB are left out of an item and named in `truncated`."
+    "`mappedFields`/`filters` over 4 KiB are left out of an item, `metadata` over 4 KiB is cut to "
+    "`source` (the product) and `error`, and each is named in `truncated`."
 )
 _EMPTY = {"type": "string", "maxLength": 0}
 

@@ -8,6 +8,13 @@ One pass per HTTP request:
 * **Body limit**: ``receive`` is wrapped so that more than 1 MiB (declared by
   ``Content-Length`` or counted while a chunked body streams) raises ``413 FET-0007`` the moment
   it is read, never after buffering. Routes that ignore their body never read it.
+* **Host and site** (issue 33, :mod:`fetcher.services.api.request_origin`): a ``Host`` that
+  ``ALLOWED_HOSTS`` and the defaults do not accept → ``421 FET-0013`` before anything else
+  (DNS rebinding); with ``AUTH_MODE=none`` a ``POST``/``PUT``/``PATCH``/``DELETE`` sent from
+  another site → ``403 FET-0014`` before routing.
+* **Edge headers**: every answer carries ``X-Content-Type-Options: nosniff``; every JSON
+  answer ``Cache-Control: no-store`` (unless the route set its own ``Cache-Control``): API
+  answers hold tenant data and must not be kept by a shared or browser cache.
 * **CORS**: only for the origins of ``CORS_ALLOWED_ORIGINS`` (``*`` only when listed). A
   preflight from an allowed origin → ``204``; credentials are never allowed.
 * **Unhandled errors**: ``500 FET-0002`` with the exact §2.2 message.
@@ -33,6 +40,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fetcher.manager.errors import error_body, internal_error, status_for
 from fetcher.manager.json_body import request_id_from
+from fetcher.services.api.request_origin import (
+    REFUSED_HOST_LOG,
+    HostPolicy,
+    cross_site_refused,
+    cross_site_write,
+    host_refused,
+)
 from fetcher.services.errors import ApiError
 from fetcher.services.log_context import log_context
 from fetcher.services.metrics import Metrics, method_label, status_label
@@ -44,6 +58,7 @@ __all__ = [
     "CorsPolicy",
     "FetcherMiddleware",
     "body_too_large",
+    "edge_headers",
     "too_many_in_flight",
 ]
 
@@ -106,6 +121,14 @@ class CorsPolicy:
         }
 
 
+def edge_headers(message: Message) -> None:
+    """Add ``nosniff`` to a response start, and ``no-store`` when its body is JSON."""
+    headers = MutableHeaders(scope=message)
+    headers.setdefault("x-content-type-options", "nosniff")
+    if headers.get("content-type", "").startswith("application/json"):
+        headers.setdefault("cache-control", "no-store")
+
+
 def _limited_receive(receive: Receive, headers: Headers, limit: int) -> Receive:
     """``receive`` that raises FET-0007 once the body is known to exceed ``limit``."""
     declared = headers.get("content-length", "")
@@ -132,7 +155,9 @@ async def _send_json(
     payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
+    start: Message = {"type": "http.response.start", "status": status, "headers": raw}
+    edge_headers(start)
+    await send(start)
     await send({"type": "http.response.body", "body": payload})
 
 
@@ -153,8 +178,14 @@ class FetcherMiddleware:
         cors_origins: Iterable[str] = (),
         max_body_bytes: int = MAX_BODY_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        hosts: HostPolicy | None = None,
+        refuse_cross_site: bool = False,
     ) -> None:
         self.app = app
+        #: ``None``: every ``Host`` is served (a test app with no settings).
+        self.hosts = hosts
+        #: ``AUTH_MODE=none``: state-changing requests from another site are refused.
+        self.refuse_cross_site = refuse_cross_site
         self.metrics = metrics
         self.cors = CorsPolicy(tuple(cors_origins))
         self.max_body_bytes = max_body_bytes
@@ -194,13 +225,22 @@ class FetcherMiddleware:
     async def _handle(
         self, scope: Scope, receive: Receive, send: Send, *, headers: Headers, extra: dict[str, str]
     ) -> int:
-        """A CORS preflight from an allowed origin, or the application; returns the status."""
+        """The Host and site checks, a CORS preflight from an allowed origin, or the
+        application; returns the status."""
         allow = self.cors.allowed(headers.get("origin"))
+        refusal = self._refusal(scope, headers, cors_allowed=allow is not None)
+        if refusal is not None:
+            if allow is not None:
+                extra |= self.cors.response_headers(allow)
+            await _send_json(send, status_for(refusal), error_body(refusal), extra)
+            return status_for(refusal)
         if allow is not None and self._is_preflight(scope, headers):
             extra |= self.cors.preflight_headers(
                 allow, headers.get("access-control-request-headers")
             )
-            await send({"type": "http.response.start", "status": 204, "headers": _raw(extra)})
+            start: Message = {"type": "http.response.start", "status": 204, "headers": _raw(extra)}
+            edge_headers(start)
+            await send(start)
             await send({"type": "http.response.body", "body": b""})
             return 204
         if allow is not None:
@@ -229,6 +269,7 @@ class FetcherMiddleware:
                 mutable = MutableHeaders(scope=message)
                 for key, value in extra.items():
                     mutable[key] = value
+                edge_headers(message)
             await send(message)
 
         limited = _limited_receive(receive, headers, self.max_body_bytes)
@@ -242,6 +283,23 @@ class FetcherMiddleware:
             err = body_too_large() if _is_body_limit(exc) else internal_error()
             status[0] = status_for(err)
             await _send_json(send, status[0], error_body(err), {**err.headers, **extra})
+
+    def _refusal(self, scope: Scope, headers: Headers, *, cors_allowed: bool) -> ApiError | None:
+        """421 for a ``Host`` not served, 403 for a cross-site write (module docstring)."""
+        if self.hosts is not None and not self.hosts.allows(headers.get("host")):
+            # The one trace of a refusal (it never reaches the access log). The name itself
+            # would be redacted like every host in a log line (§8.7), so it is not written.
+            log.info(REFUSED_HOST_LOG)
+            return host_refused()
+        if self.refuse_cross_site and cross_site_write(
+            method=str(scope.get("method", "")),
+            host=headers.get("host"),
+            origin=headers.get("origin"),
+            fetch_site=headers.get("sec-fetch-site"),
+            cors_allowed=cors_allowed,
+        ):
+            return cross_site_refused()
+        return None
 
     @staticmethod
     def _is_preflight(scope: Scope, headers: Headers) -> bool:

@@ -61,6 +61,7 @@ _ERROR_TEXT = {
     409: "Conflict (FET-0004, FET-1002, FET-1015, FET-1021)",
     413: "Payload too large (FET-0007)",
     415: "Unsupported media type (FET-0009)",
+    421: "The Host header names a host this service does not answer for (FET-0013, ALLOWED_HOSTS)",
     422: "Schema validation failed (FET-1060)",
     429: "Too many requests (FET-0006), with a Retry-After header",
     500: "Internal server error (FET-0002)",
@@ -73,6 +74,32 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """``responses=`` entries with the §2.2 body for ``statuses`` plus 500 and 503."""
     codes = sorted({*statuses, 500, 503})
     return {s: {"model": ErrorBody, "description": _ERROR_TEXT[s]} for s in codes}
+
+
+#: Issue 33: with ``AUTH_MODE=none``, a state-changing request sent from another site.
+CROSS_SITE_RESPONSE = {
+    "description": "Sent from another site while AUTH_MODE is none (FET-0014)",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+}
+
+
+def declare_host_check(schema: dict[str, Any]) -> None:
+    """Add the ``421 FET-0013`` answer to every operation: every route checks ``Host``."""
+    answer = {
+        "description": _ERROR_TEXT[421],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+    }
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            operation.setdefault("responses", {}).setdefault("421", answer)
+
+
+def declare_cross_site(schema: dict[str, Any]) -> None:
+    """Add the ``403 FET-0014`` answer to every ``POST``/``PUT``/``PATCH``/``DELETE``."""
+    for operations in schema.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method in ("post", "put", "patch", "delete"):
+                operation.setdefault("responses", {}).setdefault("403", CROSS_SITE_RESPONSE)
 
 
 def json_request_body(component: str, *, required: bool = True) -> dict[str, Any]:

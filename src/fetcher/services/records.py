@@ -73,6 +73,11 @@ class ConnectionRecord:
     tenant: str = ""
     #: §12.4: the token ``sub`` that created it (``None`` with ``AUTH_MODE=none``).
     created_by: str | None = None
+    #: Set by a list read only (issue 33): ``("metadata",)`` when the stored metadata text was
+    #: over the query's ``max_document_bytes`` and was left in the database (``metadata`` is
+    #: then empty). A list read also replaces an ``ssl_ca``/``ssl_cert``/``ssl_key_encrypted``
+    #: over that bound with a short placeholder: a list answer only says TLS is set.
+    cut: tuple[Literal["metadata"], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +103,8 @@ class ConnectionQuery:
     created_from: datetime | None = None
     created_before: datetime | None = None
     metadata: Sequence[tuple[str, str]] = ()
+    #: A listed row's documents over this many bytes stay in the database (``cut``).
+    max_document_bytes: int = 4096
 
 
 @dataclass(frozen=True, slots=True)

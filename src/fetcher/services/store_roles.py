@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 from fetcher.services.records import (
     ConnectionQuery,
@@ -56,6 +57,7 @@ __all__ = [
     "JobStore",
     "Outbox",
     "StoreLifecycle",
+    "MigrationStatus",
     "StoreError",
     "ConflictError",
     "ActiveDuplicateError",
@@ -97,15 +99,36 @@ class OutboxBatch(Protocol):
 # millisecond precision and return them as UTC. Nothing here reads the clock.
 
 
+@dataclass(frozen=True, slots=True)
+class MigrationStatus:
+    """Where a store's schema stands against the migrations this release ships (§15.4).
+
+    ``pending``: the names of shipped migrations not yet applied, in order. ``unknown``: the
+    versions the store's ledger records that this release does not ship (a newer release
+    applied them: this process runs after a rollback, §15.4). ``version``: the highest shipped
+    version applied (0 for an empty store).
+    """
+
+    version: int
+    pending: tuple[str, ...]
+    unknown: tuple[int, ...]
+
+
 class StoreLifecycle(Protocol):
     """Opening the store for a process: migrations, the readiness ping, the embedded lock."""
 
-    async def migrate(self) -> None:
-        """Apply pending schema migrations (§1.5).
+    async def migrate(self) -> list[str]:
+        """Apply pending schema migrations (§1.5, §15.4); the names of those applied now.
 
         MUST be idempotent and serialized across processes (PostgreSQL: ``pg_advisory_lock``;
-        SQLite: ``BEGIN EXCLUSIVE``), recording each applied version.
+        SQLite: ``BEGIN EXCLUSIVE``), recording each applied version. A Manager start and
+        ``fetcher migrate`` run this same method, so they cannot race.
         """
+        ...
+
+    async def migration_status(self) -> MigrationStatus:
+        """The schema's state without changing anything (``fetcher migrate --check``): reads
+        the ledger only, takes no lock, creates no table."""
         ...
 
     async def ping(self) -> None:
@@ -359,6 +382,8 @@ class JobSearchQuery:
     (``connection_ids``); ``datasource`` matches a job that names that datasource without a
     stored connection for it (an internal datasource, §9.4). ``after`` is the last row of the
     previous page: only rows strictly before it in the order are returned.
+    ``max_document_bytes``: the largest ``mappedFields``/``filters``/``metadata`` text (UTF-8
+    bytes) a listed row carries whole (:class:`ListedJob`).
     """
 
     tenant: str
@@ -370,6 +395,18 @@ class JobSearchQuery:
     created_from: datetime | None = None
     created_before: datetime | None = None
     after: tuple[datetime, str] | None = None
+    max_document_bytes: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ListedJob:
+    """A job as a list page carries it: ``cut`` names the documents (``mappedFields``,
+    ``filters``, ``metadata``) whose stored text was over ``max_document_bytes`` and that the
+    store left in the database. In ``job`` a cut ``mapped_fields_json`` is ``{}``, a cut
+    ``filters_json`` ``None`` and a cut ``metadata_json`` ``{"source": <its source>}``."""
+
+    job: JobRecord
+    cut: tuple[Literal["mappedFields", "filters", "metadata"], ...] = ()
 
 
 class JobSearch(Protocol):
@@ -379,9 +416,11 @@ class JobSearch(Protocol):
     store method. Errors as :class:`MetadataStore` (:class:`StoreUnavailableError`).
     """
 
-    async def search_jobs(self, query: JobSearchQuery) -> list[JobRecord]:
+    async def search_jobs(self, query: JobSearchQuery) -> list[ListedJob]:
         """Up to ``query.limit`` of the tenant's matching jobs, by ``created_at`` then ``id``,
-        both descending. An index serves every filter combination's order."""
+        both descending. An index serves every filter combination's order. A document over
+        ``query.max_document_bytes`` MUST be cut in the database, never read whole: a page's
+        memory is bounded by its rows' small columns, whatever the jobs' documents hold."""
         ...
 
 

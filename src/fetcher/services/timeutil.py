@@ -20,7 +20,9 @@ def truncate_ms(moment: datetime) -> datetime:
 def format_ms(moment: datetime) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC, exactly three fraction digits."""
     utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    # The year by hand: strftime's %Y writes year 1 as "1" on glibc, which breaks both the
+    # format and the lexical order the SQLite store relies on.
+    return f"{utc.year:04d}-" + utc.strftime("%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def new_id() -> str:

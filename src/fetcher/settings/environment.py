@@ -7,6 +7,7 @@ port. Secrets are held with ``repr=False`` so a logged ``Settings`` never shows 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -21,7 +22,7 @@ from fetcher.services.connections.internal_datasources import (
     parse_internal_datasources,
     parse_internal_tenants,
 )
-from fetcher.settings.auth import AuthMode, AuthSettings, hs256_key, jwks_url_ok
+from fetcher.settings.auth import AuthMode, AuthSettings, hs256_key, is_loopback, jwks_url_ok
 from fetcher.settings.trace_link import valid_trace_url_template
 from fetcher.settings.tracing import TracingSettingRefused, TracingSettings, read_tracing_settings
 
@@ -35,7 +36,15 @@ __all__ = [
 
 _VERSION_RE = re.compile(r"[A-Za-z0-9._-]{1,32}")
 _INT_RE = re.compile(r"-?[0-9]{1,18}")
+#: An ``ALLOWED_HOSTS`` name: ``name``, ``.suffix`` or ``*.suffix`` (DNS characters, no port,
+#: no scheme).
+_HOST_ENTRY_RE = re.compile(r"(?:\*?\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?")
 DEFAULT_SQLITE_URL = "sqlite:///./fetcher-data/fetcher.db"
+#: §15.1: the reason of the refusal of an unauthenticated production API (exact).
+OPEN_PRODUCTION_API = (
+    "AUTH_MODE=none on a non-loopback address with ENV_NAME=production "
+    "requires AUTH_NONE_ACKNOWLEDGED=true"
+)
 
 
 class StartupRefused(Exception):
@@ -90,6 +99,9 @@ class Settings:
     deployment_mode: str = "local"
     ssrf_guard: bool = False
     cors_origins: tuple[str, ...] = ()
+    #: ``ALLOWED_HOSTS`` (issue 33): ``Host`` names served besides IP literals, ``localhost``
+    #: and the ``SERVER_ADDRESS`` host (``fetcher.services.api.request_origin``).
+    allowed_hosts: tuple[str, ...] = ()
     http_max_connections: int = 1000
     sqlite_allowed_dir: str | None = None
     server_host: str = ""
@@ -170,6 +182,7 @@ class _Reader:
         ce_source, exchange = self._events(mode, rabbit)
         storage = self._object_storage(mode)
         host, port = self._server_address()
+        self._refuse_open_production_api(mode, auth, host)
         internal = self._internal_datasources(mode, database_url)
         internal_tenants = self._internal_tenants(multi_tenant)
         tracing = self._tracing(mode)
@@ -189,6 +202,7 @@ class _Reader:
             cors_origins=tuple(
                 o.strip() for o in self.get("CORS_ALLOWED_ORIGINS").split(",") if o.strip()
             ),
+            allowed_hosts=self._allowed_hosts(),
             http_max_connections=self._http_max_connections(mode),
             sqlite_allowed_dir=self.get("SQLITE_ALLOWED_DIR") or None,
             server_host=host,
@@ -273,6 +287,19 @@ class _Reader:
             leeway_seconds=leeway,
             tenant_claim=self.get("AUTH_TENANT_CLAIM", "tenantId"),
         )
+
+    def _refuse_open_production_api(self, mode: Mode, auth: AuthSettings, host: str) -> None:
+        """§15.1: an API without authentication on a non-loopback listener (an empty host is
+        every interface) is refused when ``ENV_NAME`` is ``production``, unless
+        ``AUTH_NONE_ACKNOWLEDGED=true`` says the operator means it (an authenticating proxy in
+        front, say). Elsewhere §12.1's warn line stands alone. The Worker serves no API."""
+        if mode is Mode.WORKER:
+            return
+        acknowledged = self.boolean("AUTH_NONE_ACKNOWLEDGED")
+        if auth.enabled or is_loopback(host.lower()) or acknowledged:
+            return
+        if self.get("ENV_NAME").lower() == "production":
+            raise StartupRefused(OPEN_PRODUCTION_API)
 
     def _http_max_connections(self, mode: Mode) -> int:
         """§9.1: requests in flight at once (§13), read by the Manager and embedded mode only;
@@ -406,6 +433,15 @@ class _Reader:
             local_dir=self.get("OBJECT_STORAGE_LOCAL_DIR", "./fetcher-data/objects"),
         )
 
+    def _allowed_hosts(self) -> tuple[str, ...]:
+        """``ALLOWED_HOSTS``: ``*``, a DNS name, ``.suffix`` (or ``*.suffix``) or an IP literal,
+        comma-separated (no scheme, no port); anything else refuses the start."""
+        entries = tuple(e.strip() for e in self.get("ALLOWED_HOSTS").split(",") if e.strip())
+        for entry in entries:
+            if entry != "*" and not _HOST_ENTRY_RE.fullmatch(entry) and not _is_ip(entry):
+                raise StartupRefused("invalid value for ALLOWED_HOSTS")
+        return entries
+
     def _server_address(self) -> tuple[str, int]:
         raw = self.get("SERVER_ADDRESS", ":4006")
         host, sep, port = raw.rpartition(":")
@@ -443,3 +479,11 @@ def _url_password(url: str) -> str | None:
         return urlsplit(url).password
     except ValueError:
         return None
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True

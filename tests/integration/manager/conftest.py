@@ -73,7 +73,7 @@ async def pg(metadata_dsn: str) -> AsyncIterator[PgHarness]:
         runtime = build_runtime(settings, store, SqlConnectorRegistry(), publisher)
         runtime.lifecycle.started.set()
         transport = httpx.ASGITransport(app=create_app(runtime))
-        async with httpx.AsyncClient(transport=transport, base_url="http://fetcher") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             yield PgHarness(client, publisher, store, _datasource(metadata_dsn))
     finally:
         await store.close()

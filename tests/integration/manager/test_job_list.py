@@ -45,6 +45,7 @@ TOKENS = {
     "admin": Principal(sub="admin", scopes=ALL),
     "pay": Principal(sub="pay", scopes=ALL, products=frozenset({"payments"})),
     "none": Principal(sub="none", scopes=ALL, products=frozenset()),
+    "two": Principal(sub="two", scopes=ALL, products=frozenset({"payments", "billing"})),
     "acme": Principal(sub="alice", scopes=ALL, tenant="acme"),
     "writer": Principal(sub="w", scopes=frozenset({Scope.JOBS_WRITE.value})),
 }
@@ -92,6 +93,7 @@ def job(
     connections: dict[str, str] | None = None,
     mapped: dict[str, Any] | None = None,
     filters: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> JobRecord:
     created = T0 + timedelta(hours=n)
     return JobRecord(
@@ -99,7 +101,7 @@ def job(
         status=status,
         request_hash=f"{n:064x}",
         mapped_fields_json=json.dumps(mapped or {"pg_main": {"public.t": ["*"]}}),
-        metadata_json=json.dumps({"source": source}),
+        metadata_json=json.dumps({"source": source, **(metadata or {})}, ensure_ascii=False),
         filters_json=json.dumps(filters) if filters else None,
         created_at=created,
         updated_at=created,
@@ -166,7 +168,7 @@ async def lister(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         app = create_app(runtime)
         app.state.authenticator = FakeAuthenticator(TOKENS)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://fetcher") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             yield Lister(client, store, request.param)
     finally:
         await store.close()
@@ -270,6 +272,28 @@ async def test_large_documents_are_left_out_and_named(lister: Lister) -> None:
     assert "truncated" not in items[small.id]
     full = await lister.client.get(f"{J}/{big.id}", headers={"Authorization": "Bearer admin"})
     assert full.json()["mappedFields"]["pg_main"]["public.t"] == fields
+
+
+async def test_large_metadata_is_cut_to_its_source_in_the_store(lister: Lister) -> None:
+    """Issue 33: a ``metadata`` text over 4 KiB keeps ``source`` (the job's product: the
+    normalized source) and the failure text; 4 KiB exactly is listed whole."""
+    values = {f"k{i:03d}": "v" * 1990 for i in range(3)}
+    big = job(1, "failed", source=" Payments ", metadata=values)
+    whole_text = json.dumps({"source": "payments", "pad": ""})
+    pad = MAX_LISTED_DOCUMENT - len(whole_text.encode())
+    at_limit = job(2, metadata={"pad": "é" * (pad // 2) + "x" * (pad % 2)})
+    assert len(at_limit.metadata_json.encode()) == MAX_LISTED_DOCUMENT
+    over = job(3, metadata={"pad": "é" * (pad // 2) + "x" * (pad % 2) + "x"})
+    await seed(lister, [big, at_limit, over])
+    items = {i["id"]: i for i in (await lister.ok())["items"]}
+    assert items[big.id]["metadata"] == {"source": "payments", "error": "boom"}
+    assert items[big.id]["truncated"] == ["metadata"]
+    assert items[big.id]["mappedFields"] == {"pg_main": {"public.t": ["*"]}}
+    assert "truncated" not in items[at_limit.id]
+    assert items[at_limit.id]["metadata"] == json.loads(at_limit.metadata_json)
+    assert items[over.id]["truncated"] == ["metadata"]
+    full = await lister.client.get(f"{J}/{big.id}", headers={"Authorization": "Bearer admin"})
+    assert full.json()["metadata"]["k002"] == "v" * 1990
 
 
 # --- bad parameters ------------------------------------------------------------------------
@@ -443,3 +467,46 @@ async def test_sqlite_pages_read_an_index_range(tmp_path: Path) -> None:
             )
             assert index in plan, plan
             assert "TEMP B-TREE" not in plan, plan
+
+
+async def test_sqlite_several_statuses_or_products_read_one_range_each(tmp_path: Path) -> None:
+    """Issue 33: ``status IN (a, b)`` would walk the tenant's whole listing index; the page
+    is one range of the status (or product) index per value, merged (the only sort is of
+    those ≤ limit rows each), never a scan of ``jobs``."""
+    store = SqliteMetadataStore(tmp_path / "plan.db")
+    await store.open()
+    await store.migrate()
+    await store.close()
+    deep = (T0, "0190ffff-0000-7000-8000-000000000000")
+    cases = {
+        "jobs_tenant_status_listing": JobSearchQuery(
+            tenant="", limit=21, statuses=frozenset({"failed", "pending", "completed"}), after=deep
+        ),
+        "jobs_tenant_product_listing": JobSearchQuery(
+            tenant="", limit=21, products=frozenset({"p", "q"}), statuses=frozenset({"failed"})
+        ),
+    }
+    with sqlite3.connect(tmp_path / "plan.db") as conn:
+        for index, query in cases.items():
+            page = search_statement(query, SqliteMetadataStore.dialect)
+            plan = conn.execute(f"EXPLAIN QUERY PLAN {page.sql}", page.params)
+            rows = [str(row[-1]) for row in plan]
+            searches = [r for r in rows if r.startswith("SEARCH j ")]
+            ranges = len(query.statuses) if len(query.statuses) > 1 else len(query.products or ())
+            assert len(searches) == ranges, rows
+            assert all(f"USING INDEX {index} " in r for r in searches), rows
+            assert not any(r.startswith("SCAN j") for r in rows), rows
+
+
+async def test_several_statuses_list_the_same_jobs_as_one_by_one(lister: Lister) -> None:
+    jobs = seed_jobs()
+    await seed(lister, jobs)
+    wanted = newest_first([j for j in jobs if j.status in ("failed", "pending")])
+    assert await lister.ids(status="failed,pending", limit="3") == wanted
+    restricted = newest_first(
+        [j for j in jobs if "payments" in j.metadata_json.lower() and j.status != "completed"]
+    )
+    assert await lister.ids("pay", status="failed,pending,processing", limit="2") == restricted
+    both = newest_first([j for j in jobs if j.status == "failed"])
+    assert await lister.ids("two", status="failed", limit="2") == both
+    assert await lister.ids("two", limit="5") == newest_first(jobs)

@@ -56,7 +56,8 @@ async def manager(tmp_path: Path) -> AsyncIterator[Manager]:
             runtime.lifecycle.started.set()
             transport = httpx.ASGITransport(app=create_app(runtime))
             datasource = mysql_connection(database, reader, password)
-            async with httpx.AsyncClient(transport=transport, base_url="http://fetcher") as client:
+            base = "http://127.0.0.1"
+            async with httpx.AsyncClient(transport=transport, base_url=base) as client:
                 yield Manager(client, datasource, database)
         finally:
             await store.close()

@@ -63,7 +63,7 @@ async def manager(tmp_path: Path) -> AsyncIterator[Manager]:
         runtime = build_runtime(settings, store, registry, FakePublisher())
         runtime.lifecycle.started.set()
         transport = httpx.ASGITransport(app=create_app(runtime))
-        async with httpx.AsyncClient(transport=transport, base_url="http://fetcher") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             yield Manager(client, registry)
     finally:
         await store.close()

@@ -67,7 +67,7 @@ async def manager(target: Target, tmp_path: Path) -> AsyncIterator[Manager]:
             "password": d.password,
             "metadata": dict(d.metadata) or None,
         }
-        async with httpx.AsyncClient(transport=transport, base_url="http://fetcher") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             yield Manager(client, datasource)
     finally:
         await store.close()

@@ -1,5 +1,5 @@
 """Issue 23's MySQL fast path (batches laid out in C from the driver's rows,
-``column_layout``) against the general path on a real MariaDB: for every family it covers,
+``jsonlayout.columns``) against the general path on a real MariaDB: for every family it covers,
 with NULLs, unicode, control characters, extreme numerics, zero dates, long and negative
 times, binary strings, and JSON of every shape (also text a ``json_valid`` check would refuse,
 stored while checks were off), the two paths write the same document bytes and read the same
@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from fetcher.adapters.column_layout import LaidOutBatch
+from fetcher.adapters.jsonlayout.columns import LaidOutBatch
 from fetcher.adapters.sql.mysql import MysqlConnector
 from fetcher.engine.document import ROW_DEPTH
 from fetcher.engine.model import ConnectionDescriptor

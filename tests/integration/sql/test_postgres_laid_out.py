@@ -16,7 +16,7 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from fetcher.adapters.column_layout import LaidOutBatch
+from fetcher.adapters.jsonlayout.columns import LaidOutBatch
 from fetcher.adapters.sql.postgres import PostgresConnector
 from fetcher.engine.document import ROW_DEPTH, _rows_bytes
 from fetcher.engine.model import ConnectionDescriptor

@@ -13,7 +13,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 
 from fetcher.adapters.batch_sizing import FIRST_BATCH_ROWS
-from fetcher.adapters.encoder_process import BatchEncoder
+from fetcher.adapters.jsonlayout.encoder_process import BatchEncoder
 from fetcher.adapters.sql.postgres import PostgresConnector
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.engine import Engine

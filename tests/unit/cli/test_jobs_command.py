@@ -19,7 +19,7 @@ __all__ = ["manager"]  # the in-process Manager fixture
 from tests.unit.client.test_jobs_list import record
 
 NOW = datetime(2026, 3, 1, 1, 0, tzinfo=UTC)
-ENV = {"FETCHER_API_URL": "http://fetcher"}
+ENV = {"FETCHER_API_URL": "http://127.0.0.1"}
 HOSTILE = "\x1b[2J\x1b]0;owned\x07 \u202eevil"
 
 

@@ -36,7 +36,7 @@ async def manager(tmp_path: Path) -> AsyncIterator[InProcess]:
     runtime = build_runtime(settings, store, registry, publisher)
     runtime.lifecycle.started.set()
     app = create_app(runtime)
-    client = AsyncFetcherClient("http://fetcher", transport=httpx.ASGITransport(app=app))
+    client = AsyncFetcherClient("http://127.0.0.1", transport=httpx.ASGITransport(app=app))
     try:
         yield InProcess(app, registry, publisher, client)
     finally:

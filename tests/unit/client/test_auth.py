@@ -53,7 +53,7 @@ async def app(tmp_path: Path) -> AsyncIterator[AuthApp]:
 
 def client(app: AuthApp, token: Any = None) -> AsyncFetcherClient:
     transport = httpx.ASGITransport(app=app.app)
-    return AsyncFetcherClient("http://fetcher", token=token, transport=transport)
+    return AsyncFetcherClient("http://127.0.0.1", token=token, transport=transport)
 
 
 def assert_hidden(secret: str, error: BaseException) -> None:

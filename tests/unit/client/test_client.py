@@ -139,7 +139,7 @@ def test_sync_client_sends_token_json_and_maps_errors() -> None:
         return httpx.Response(429, json=error, headers={"Retry-After": "7"})
 
     with FetcherClient(
-        "http://fetcher/", token="tok-123", transport=httpx.MockTransport(handler)
+        "http://127.0.0.1/", token="tok-123", transport=httpx.MockTransport(handler)
     ) as api:
         assert "tok-123" not in repr(api)
         submitted = api.submit(MAPPED, metadata={"source": "payments"})

@@ -76,7 +76,7 @@ async def test_sync_iterator_and_page(manager: InProcess) -> None:
     transport = LoopTransport(manager.app, asyncio.get_running_loop())
 
     def run() -> tuple[list[str], dict[str, object], list[str]]:
-        with FetcherClient("http://fetcher", transport=transport) as client:
+        with FetcherClient("http://127.0.0.1", transport=transport) as client:
             every = [job["id"] for job in client.jobs.list(limit=10)]
             page = client.list_jobs(status="completed,failed", limit=3)
             window = client.jobs.list(

@@ -1,5 +1,5 @@
-"""The batch encoder process (``fetcher.adapters.encoder_process``, issue 12): a batch encoded
-in the child must give exactly the bytes the connector's own path writes, JSON text columns
+"""The batch encoder process (``fetcher.adapters.jsonlayout.encoder_process``, issue 12): a batch
+encoded in the child must give exactly the bytes the connector's own path writes, JSON text columns
 parsed there included; its rows, read in the host, are the parsed values; and whenever the
 child is not there (not started, closed, killed) or declines a batch, the connector's batch
 is encoded in-process with the same bytes. A real child process, started once per module."""
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fetcher.adapters.encoder_process import BatchEncoder, TextBatch, _finished
-from fetcher.adapters.fastjson import FastRowBatch, PreEncodedBatch, parse_json_columns
+from fetcher.adapters.jsonlayout.encoder_process import BatchEncoder, TextBatch, _finished
+from fetcher.adapters.jsonlayout.fastjson import FastRowBatch, PreEncodedBatch, parse_json_columns
 from fetcher.engine.errors import MAX_JSON_DEPTH, JsonDepthError
 from fetcher.engine.values import ExactNumber
 from tests.processes import command_line, descendants

@@ -1,5 +1,5 @@
-"""The orjson fast path (``fetcher.adapters.fastjson``, issue 12): a ``FastRowBatch`` that
-encodes itself through orjson must give exactly the bytes of the engine's reference encoder
+"""The orjson fast path (``fetcher.adapters.jsonlayout.fastjson``, issue 12): a ``FastRowBatch``
+that encodes itself through orjson must give exactly the bytes of the engine's reference encoder
 ``dumps_document``, parsed JSON columns (``json_columns``) included, and every value orjson would
 write differently must make the batch decline, so that the engine's own paths write it.
 
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fetcher.adapters.fastjson import FastRowBatch, encode_rows, parse_json_column
+from fetcher.adapters.jsonlayout.fastjson import FastRowBatch, encode_rows, parse_json_column
 from fetcher.engine.document import (
     _ROW_SEPARATOR,
     ROW_DEPTH,

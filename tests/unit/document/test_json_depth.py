@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import orjson
 import pytest
 
-from fetcher.adapters.fastjson import (
+from fetcher.adapters.jsonlayout.fastjson import (
     FastRowBatch,
     encode_batch_columns,
     encode_rows,

@@ -1,4 +1,4 @@
-"""JSON texts laid out in C (``fetcher.adapters.json_layout``, issue 23): for every text the
+"""JSON texts laid out in C (``fetcher.adapters.jsonlayout.texts``, issue 23): for every text the
 extension accepts, its bytes equal what the project's Python path writes for the value that
 text parses to exactly (``parse_json_exact_fractions``, numbers keeping their source text)
 through the engine's reference writer (``dumps_document``, the §5.4 escaping written from the
@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fetcher.adapters import json_layout
-from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
-from fetcher.adapters.json_layout import layout_rows, layout_value
+from fetcher.adapters.jsonlayout import texts as json_layout
+from fetcher.adapters.jsonlayout.fastjson import FastRowBatch, parse_json_column
+from fetcher.adapters.jsonlayout.texts import layout_rows, layout_value
 from fetcher.engine.document import (
     ROW_DEPTH,
     _encode_into,
@@ -40,7 +40,7 @@ from tests.services import services_required
 from tests.unit.leaks import assert_no_leaks
 
 _NOT_BUILT = (
-    "the C extension fetcher.adapters._json_layout is not built, so layout_rows declines "
+    "the C extension fetcher.adapters.jsonlayout._native is not built, so layout_rows declines "
     "everything (build it: pip install -e . or python setup.py build_ext --inplace)"
 )
 native = pytest.mark.skipif(not json_layout.NATIVE, reason=_NOT_BUILT)
@@ -51,7 +51,7 @@ def test_the_native_module_is_built() -> None:
     silently absent module would leave the fast path declining everything while every other
     test here skips."""
     try:
-        from fetcher.adapters import _json_layout
+        from fetcher.adapters.jsonlayout import _native as _json_layout
     except ImportError as exc:
         message = f"{_NOT_BUILT}: {exc}"
         if services_required():
@@ -462,8 +462,8 @@ def test_a_host_without_the_module_imports_the_api() -> None:
     script = textwrap.dedent(
         """
         import sys
-        sys.modules["fetcher.adapters._json_layout"] = None  # import fails as when not built
-        from fetcher.adapters import json_layout
+        sys.modules["fetcher.adapters.jsonlayout._native"] = None  # import fails as when not built
+        from fetcher.adapters.jsonlayout import texts as json_layout
         assert not json_layout.NATIVE
         assert json_layout.layout_rows([b"1"], 3) is None
         print("declined")
@@ -556,7 +556,7 @@ def test_no_leaks_on_any_path() -> None:
 _GUARDED = textwrap.dedent(
     """
     import ctypes, mmap, random, sys
-    from fetcher.adapters._json_layout import layout_rows
+    from fetcher.adapters.jsonlayout._native import layout_rows
 
     page = mmap.PAGESIZE
     area = mmap.mmap(-1, 2 * page)

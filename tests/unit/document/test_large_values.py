@@ -25,8 +25,12 @@ from concurrent.futures import Future
 
 import pytest
 
-from fetcher.adapters.encoder_process import IN_HOST_BATCH_BYTES, TextBatch, encoded_batches
-from fetcher.adapters.fastjson import _VIEW_FROM_BYTES, FastRowBatch, encode_rows
+from fetcher.adapters.jsonlayout.encoder_process import (
+    IN_HOST_BATCH_BYTES,
+    TextBatch,
+    encoded_batches,
+)
+from fetcher.adapters.jsonlayout.fastjson import _VIEW_FROM_BYTES, FastRowBatch, encode_rows
 from fetcher.crypto import KeySet, decrypt_object
 from fetcher.engine.document import DatasourceWriter, MemorySpool, RowBatch, dumps_document
 from fetcher.engine.kit import ROW_DEPTH

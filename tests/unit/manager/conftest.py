@@ -140,7 +140,7 @@ async def make_harness(tmp_path: Path) -> AsyncIterator[HarnessFactory]:
             runtime = build_runtime(settings, store, registry, publisher, internal)
             runtime.lifecycle.started.set()
             transport = httpx.ASGITransport(app=create_app(runtime))
-            client = httpx.AsyncClient(transport=transport, base_url="http://fetcher")
+            client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
             await stack.enter_async_context(client)
             return Harness(runtime, client, publisher, registry)
 

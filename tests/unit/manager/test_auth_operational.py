@@ -46,7 +46,7 @@ async def test_unknown_tenant_is_fet_1081(tmp_path: Path, tenant: str) -> None:
             "message": "tenant not found",
         }
         transport = httpx.ASGITransport(app=create_health_app(app.runtime))
-        async with httpx.AsyncClient(transport=transport, base_url="http://w") as worker:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as worker:
             same = await worker.get(f"/readyz/tenant/{tenant}")
         assert (same.status_code, same.content) == (404, response.content)
 

@@ -40,6 +40,9 @@ CONTRACT_TABLE: dict[str, tuple[int, tuple[str, ...]]] = {
     "FET-0010": (401, ("Unauthorized",)),
     "FET-0011": (403, ("Forbidden",)),
     "FET-0012": (403, ("Product Not Allowed",)),
+    # Issue 33 (docs/security.md): the Host allow-list and the cross-site refusal.
+    "FET-0013": (421, ("Misdirected Request",)),
+    "FET-0014": (403, ("Cross-Site Request",)),
     "FET-0400": (400, ("Unexpected Fields in the Request",)),
     "FET-0401": (400, ("Invalid Data Request", "Invalid Filter References")),
     "FET-0402": (

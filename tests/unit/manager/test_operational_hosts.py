@@ -24,7 +24,7 @@ ROUTES = ("/health", "/readyz", "/readyz/tenant/abc", "/version", "/nowhere")
 async def worker(h: Harness) -> AsyncIterator[httpx.AsyncClient]:
     """The Worker's health server over the harness's runtime."""
     transport = httpx.ASGITransport(app=create_health_app(h.runtime))
-    async with httpx.AsyncClient(transport=transport, base_url="http://worker") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         yield client
 
 

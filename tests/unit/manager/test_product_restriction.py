@@ -117,7 +117,7 @@ async def make_world(
     runtime.lifecycle.started.set()
     app = create_app(runtime)
     app.state.authenticator = FakeAuthenticator(tokens)
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://fetcher")
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
     world = World(runtime, client, publisher, registry)
     world.app = app
     return world, store

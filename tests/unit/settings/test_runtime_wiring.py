@@ -12,7 +12,7 @@ from pathlib import Path
 import pybase64
 import pytest
 
-from fetcher.adapters.encoder_process import BatchEncoder
+from fetcher.adapters.jsonlayout.encoder_process import BatchEncoder
 from fetcher.adapters.sql.registry import SqlConnectorRegistry
 from fetcher.bootstrap import build_runtime
 from fetcher.settings import Settings

@@ -155,3 +155,47 @@ def test_the_encoder_process_is_on_by_default_only_in_embedded_mode(
     env = WORKER if mode == "worker" else {"FETCHER_MODE": "embedded", "APP_ENC_KEY": KEY}
     settings = Settings.from_env({**env, "ENCODER_PROCESS_ENABLED": value})
     assert settings.encoder_process is expected
+
+
+#: §15.1's exact reason.
+OPEN_API = (
+    "AUTH_MODE=none on a non-loopback address with ENV_NAME=production "
+    "requires AUTH_NONE_ACKNOWLEDGED=true"
+)
+MANAGER = {**WORKER, "FETCHER_MODE": "manager", "ENV_NAME": "production"}
+JWT = {"AUTH_MODE": "jwt", "AUTH_ISSUER": "https://issuer.test/", "AUTH_JWT_SECRET": KEY}
+
+
+@pytest.mark.parametrize("mode", ["manager", "embedded"])
+@pytest.mark.parametrize("address", [":4006", "0.0.0.0:4006", "10.1.2.3:4006", "[::]:4006"])
+def test_an_open_api_in_production_is_refused(mode: str, address: str) -> None:
+    """§15.1: no authentication, a listener beyond loopback and ENV_NAME=production."""
+    env = {**MANAGER, "FETCHER_MODE": mode, "SERVER_ADDRESS": address}
+    assert _refusal(env) == OPEN_API
+    assert _refusal({**env, "ENV_NAME": " Production "}) == OPEN_API
+    assert _refusal({**env, "AUTH_NONE_ACKNOWLEDGED": "false"}) == OPEN_API
+    assert _refusal({**env, "AUTH_NONE_ACKNOWLEDGED": "yes"}) == (
+        "invalid value for AUTH_NONE_ACKNOWLEDGED"
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"AUTH_NONE_ACKNOWLEDGED": "true"},  # the operator's explicit acknowledgement
+        JWT,  # authentication on
+        {"SERVER_ADDRESS": "127.0.0.1:4006"},  # loopback only
+        {"SERVER_ADDRESS": "[::1]:4006"},
+        {"SERVER_ADDRESS": "LocalHost:4006"},
+        {"ENV_NAME": "staging"},  # §12.1's warn line alone
+        {"ENV_NAME": ""},
+    ],
+)
+def test_an_open_api_starts_when_one_condition_is_missing(change: dict[str, str]) -> None:
+    assert Settings.from_env({**MANAGER, **change}).mode is Mode.MANAGER
+
+
+def test_the_worker_is_never_refused_over_the_open_api_rule() -> None:
+    """The Worker serves no API; it neither reads AUTH_NONE_ACKNOWLEDGED nor refuses."""
+    env = {**WORKER, "ENV_NAME": "production", "AUTH_NONE_ACKNOWLEDGED": "maybe"}
+    assert Settings.from_env(env).mode is Mode.WORKER

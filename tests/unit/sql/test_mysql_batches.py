@@ -9,7 +9,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fetcher.adapters.fastjson import FastRowBatch
+from fetcher.adapters.jsonlayout.fastjson import FastRowBatch
 from fetcher.adapters.sql.mysql import _json_column, _other_column
 from fetcher.engine.document import ROW_DEPTH
 from fetcher.engine.values import ExactNumber, parse_json_exact

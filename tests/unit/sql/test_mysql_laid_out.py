@@ -1,4 +1,4 @@
-"""Issue 23: MySQL batches laid out in C from the driver's rows (``column_layout``) against the
+"""Issue 23: MySQL batches laid out in C from the driver's rows (``jsonlayout.columns``) against the
 connector's general path (its converters, then the engine's writer) on the same rows: every
 batch the C layout accepts has the general path's bytes, and it declines whatever it does not
 write exactly (no server here: the rows are what asyncmy hands over; the server-side
@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fetcher.adapters import column_layout
-from fetcher.adapters.column_layout import (
+from fetcher.adapters.jsonlayout import columns as column_layout
+from fetcher.adapters.jsonlayout.columns import (
     ColumnKind,
     LaidOutBatch,
     column_plan,
     layout_columns,
 )
-from fetcher.adapters.fastjson import FastRowBatch
+from fetcher.adapters.jsonlayout.fastjson import FastRowBatch
 from fetcher.adapters.sql import mysql
 from fetcher.engine.document import ROW_DEPTH, _rows_bytes
 from fetcher.engine.errors import MAX_JSON_DEPTH
@@ -30,7 +30,8 @@ from fetcher.engine.types import Column, TypeFamily
 from tests.unit.leaks import assert_no_leaks
 
 native = pytest.mark.skipif(
-    not column_layout.NATIVE, reason="the C extension fetcher.adapters._json_layout is not built"
+    not column_layout.NATIVE,
+    reason="the C extension fetcher.adapters.jsonlayout._native is not built",
 )
 
 #: The family whose general-path conversion each kind repeats.
@@ -172,6 +173,57 @@ def test_generated_rows_are_the_general_paths_bytes(
     assert _same_or_declined(rows, names, kinds) is not None  # every value here is covered
 
 
+def _view(data: bytes) -> memoryview:
+    return memoryview(data)
+
+
+#: Every value type any kind takes, and the str forms of numbers: drawn for every column
+#: whatever its kind (issue 39: a NUMBER column met only ints here).
+_ANY_VALUE: st.SearchStrategy[object] = st.one_of(
+    *_VALUES.values(),
+    st.booleans(),
+    st.sampled_from(["23", "-0", "1.5", "1e3", "0x1", " 1"]),
+    st.binary(max_size=6).map(_view),
+)
+
+
+@st.composite
+def _mixed_table(draw: st.DrawFn) -> tuple[list[str], list[ColumnKind], list[tuple[object, ...]]]:
+    names = draw(st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=5, unique=True))
+    kinds = [draw(st.sampled_from(_MYSQL_KINDS)) for _ in names]
+    count = draw(st.integers(1, 4))
+    rows = [tuple(draw(st.none() | _ANY_VALUE) for _ in kinds) for _ in range(count)]
+    return names, kinds, rows
+
+
+@native
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mixed_table())
+def test_any_value_in_any_column_is_the_general_paths_bytes_or_declines(
+    table: tuple[list[str], list[ColumnKind], list[tuple[object, ...]]],
+) -> None:
+    """Issue 39: whatever type each value of each column has, a batch the C layout accepts is
+    written exactly as the general path writes it (which must not raise on it)."""
+    names, kinds, rows = table
+    if any(any(0xD800 <= ord(c) <= 0xDFFF for c in name) for name in names):
+        return  # a name without UTF-8 has no plan (test_plans_are_refused_where_...)
+    _same_or_declined(rows, names, kinds)
+
+
+@native
+def test_a_number_column_holding_a_str_declines_whatever_else_its_batch_holds() -> None:
+    """Issue 39: asyncmy hands over a ``str`` for a column discovery said is INTEGER when the
+    result column is not one (a server that lies, an ``ALTER TABLE`` since discovery); the
+    general path writes it as a string, so the C layout declines it alone or in company (it
+    wrote a bare number when the batch held nothing else)."""
+    plan = column_plan(["n"], [ColumnKind.NUMBER])
+    assert plan is not None
+    assert layout_columns([("23",)], plan) is None
+    assert layout_columns([("23",), ("x",)], plan) is None
+    assert b'"n": "23"' in _general([("23",)], ["n"], [ColumnKind.NUMBER])
+    assert layout_columns([(23,)], plan) == _general([(23,)], ["n"], [ColumnKind.NUMBER])
+
+
 @native
 def test_the_values_of_each_kind_in_detail() -> None:
     names = ["n", "s", "dt", "t", "b", "j", "o", "f"]
@@ -205,6 +257,8 @@ _DECLINED: list[tuple[ColumnKind, object]] = [
     (ColumnKind.NUMBER, 1.5),
     (ColumnKind.NUMBER, True),
     (ColumnKind.NUMBER, "01"),
+    (ColumnKind.NUMBER, "23"),
+    (ColumnKind.NUMBER, 2.0),
     (ColumnKind.NUMBER, "1.5e"),
     (ColumnKind.STRING, b"bytes"),
     (ColumnKind.STRING, "lone \ud800"),
@@ -278,7 +332,7 @@ def test_keys_are_escaped_and_sorted_by_code_point() -> None:
 
 @native
 def test_the_arguments_are_checked() -> None:
-    from fetcher.adapters import _json_layout
+    from fetcher.adapters.jsonlayout import _native as _json_layout
 
     native_layout: Any = _json_layout.layout_columns  # called with wrong arguments below
     good = ((0,), (b'"a"',), bytes([ColumnKind.NUMBER]), 3, 10)

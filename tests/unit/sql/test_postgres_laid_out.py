@@ -1,5 +1,5 @@
 """Issue 23: PostgreSQL batches laid out in C from the driver's tuples (``postgres.layout_plan``
-+ ``column_layout``) against the connector's general path (its converters by result type, then
++ ``jsonlayout.columns``) against the connector's general path (its converters by result type, then
 the engine's writer) on the same tuples: every batch the C layout accepts has the general
 path's bytes, and it declines whatever it does not write exactly. The tuples are what the
 connection's loaders hand over (``int``, ``bool``, the float loaders' floats and strings,
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fetcher.adapters import column_layout
-from fetcher.adapters.column_layout import layout_columns
-from fetcher.adapters.fastjson import FastRowBatch
+from fetcher.adapters.jsonlayout import columns as column_layout
+from fetcher.adapters.jsonlayout.columns import layout_columns
+from fetcher.adapters.jsonlayout.fastjson import FastRowBatch
 from fetcher.adapters.sql import postgres
 from fetcher.engine.document import _rows_bytes
 from fetcher.engine.ports import TableQuery
@@ -27,7 +27,8 @@ from fetcher.engine.values import encode_bytes, encode_float32
 from tests.unit.leaks import assert_no_leaks
 
 native = pytest.mark.skipif(
-    not column_layout.NATIVE, reason="the C extension fetcher.adapters._json_layout is not built"
+    not column_layout.NATIVE,
+    reason="the C extension fetcher.adapters.jsonlayout._native is not built",
 )
 
 _OID = {name: psycopg.postgres.types[name].oid for name in (
@@ -171,6 +172,56 @@ def test_generated_rows_are_the_general_paths_bytes(
     assert _same_or_declined(rows, names, types) is not None  # every value here is covered
 
 
+#: Every value type the loaders hand over for any type, and a few no loader does (``bytes``,
+#: ``bytearray``, a non-finite float, a number's text): drawn for every column whatever its
+#: result type (issue 39: each column met only its own loader's values here).
+_ANY_VALUE: st.SearchStrategy[object] = st.one_of(
+    *_VALUES.values(),
+    st.floats(),
+    st.binary(max_size=6),
+    st.binary(max_size=6).map(bytearray),
+    st.sampled_from(["23", "-0", "1.5", "1e3", "NaN", "t", "2024-01-02 03:04:05"]),
+)
+
+
+@st.composite
+def _mixed_table(draw: st.DrawFn) -> tuple[list[str], list[str], list[tuple[object, ...]]]:
+    names = draw(st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=5, unique=True))
+    names = [name for name in names if "\ud800" > name or name > "\udfff"] or ["a"]
+    types = [draw(st.sampled_from(list(_VALUES))) for _ in names]
+    count = draw(st.integers(1, 4))
+    rows = [tuple(draw(st.none() | _ANY_VALUE) for _ in types) for _ in range(count)]
+    return names, types, rows
+
+
+@native
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mixed_table())
+def test_any_value_in_any_column_is_the_general_paths_bytes_or_declines(
+    table: tuple[list[str], list[str], list[tuple[object, ...]]],
+) -> None:
+    """Issue 39: whatever type each value of each column has, a batch the C layout accepts is
+    written exactly as the general path writes it (which must not raise on it)."""
+    names, types, rows = table
+    if any(any(0xD800 <= ord(c) <= 0xDFFF for c in name) for name in names):
+        return  # a name without UTF-8 has no plan (tests/unit/sql/test_mysql_laid_out.py)
+    _same_or_declined(rows, names, types)
+
+
+@native
+def test_an_integer_minus_zero_declines_in_jsonb_and_is_kept_in_json() -> None:
+    """A fuzz finding (``make fuzz``, issue 34): the general path reads a ``jsonb`` column's
+    integers as ``int`` (PostgreSQL prints them canonically: ``'[-0]'::jsonb`` is ``[0]``), so
+    an integer ``-0`` there is written ``0``, where the C layout copied ``-0``; it now declines
+    it in ``jsonb`` and keeps it in ``json``, whose general path keeps it too."""
+    assert _same_or_declined([("[-0]",)], ["j"], ["jsonb"]) is None
+    assert _same_or_declined([('{"a": -0}',)], ["j"], ["jsonb"]) is None
+    assert _same_or_declined([("[-0.0, 0, -1, 10]",)], ["j"], ["jsonb"]) is not None
+    laid = _same_or_declined([("[-0]",)], ["j"], ["json"])
+    assert laid is not None
+    assert b"-0\n" in laid
+
+
 @native
 def test_the_values_of_each_kind_in_detail() -> None:
     names = ["b", "f4", "f8", "ts", "tz", "j", "e"]
@@ -225,6 +276,9 @@ def test_hostile_timestamp_texts_are_the_general_paths_or_declined(
 #: declines (and the general path writes it).
 _DECLINED: list[tuple[str, object]] = [
     ("bool", 1),
+    ("int4", "23"),
+    ("int8", 1.0),
+    ("int4", True),
     ("bool", "t"),
     ("float8", "NaN"),
     ("float8", "-Infinity"),

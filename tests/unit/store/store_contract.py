@@ -22,6 +22,7 @@ from fetcher.services.records import (
     EventType,
     JobRecord,
     JobStatus,
+    MetadataValue,
     OutboxEvent,
 )
 from fetcher.services.store_roles import ActiveDuplicateError, Backlog, ConflictError
@@ -269,6 +270,28 @@ class StoreContract:
         assert ([c.id for c in page], total) == (ids[2:4], 5)
         empty, total = await store.list_connections(ConnectionQuery(offset=10, limit=2), tenant="")
         assert (empty, total) == ([], 5)
+
+    async def test_list_leaves_large_documents_in_the_store(self, store: MetadataStore) -> None:
+        """Issue 33: metadata over ``max_document_bytes`` is cut (and named), a TLS text over
+        it kept only as present; the same connection is whole when read by ID."""
+        big: dict[str, MetadataValue] = {f"k{i}": "é" * 1000 for i in range(3)}  # ~6 KB
+        small: dict[str, MetadataValue] = {"serviceName": "ORCL"}
+        pem = "-----BEGIN CERTIFICATE-----" + "A" * 8000
+        large = replace(connection("large", metadata=big), ssl_mode="require", ssl_ca=pem)
+        await store.insert_connection(large)
+        await store.insert_connection(connection("small", metadata=small, created=T0 + MS))
+        items, _ = await store.list_connections(ConnectionQuery(sort="asc"), tenant="")
+        listed = {c.config_name: c for c in items}
+        assert (listed["large"].cut, listed["large"].metadata) == (("metadata",), {})
+        assert listed["large"].ssl_ca
+        assert len(listed["large"].ssl_ca) < 100
+        assert (listed["small"].cut, listed["small"].metadata) == ((), small)
+        whole = await store.get_connection(large.id, tenant="")
+        assert whole is not None
+        assert (whole.metadata, whole.ssl_ca, whole.cut) == (big, pem, ())
+        exact = ConnectionQuery(sort="asc", max_document_bytes=len(pem.encode()))
+        items, _ = await store.list_connections(exact, tenant="")
+        assert items[0].ssl_ca == pem
 
     async def test_list_filters(self, store: MetadataStore) -> None:
         day = timedelta(days=1)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from fetcher.adapters.encoder_process import BatchEncoder
+from fetcher.adapters.jsonlayout import BatchEncoder
 from fetcher.engine import ConnectionDescriptor, EngineError, ErrorCategory
 from fetcher.engine.kit import JsonDepthError, TableSchema, query_error
 

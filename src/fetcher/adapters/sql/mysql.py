@@ -25,7 +25,8 @@
   dates stay ``0000-00-00``/``0000-00-00 00:00:00``, and timestamps are rewritten to RFC 3339
   by slicing; JSON is parsed with exact numbers, a whole column per batch; binary strings,
   BLOBs and BIT are base64; YEAR is an integer; ENUM and SET are strings.
-* Batches are :class:`~fetcher.adapters.fastjson.FastRowBatch` columns, which write their own
+* Batches are :class:`~fetcher.adapters.jsonlayout.fastjson.FastRowBatch` columns, which write
+their own
   §5.4 bytes through orjson (speed, issue 12); JSON columns are marked (``json_columns``) and
   hold no ``float`` (fractions are orjson fragments or ``ExactNumber``), so their nested values
   take that path too.
@@ -57,14 +58,15 @@ from asyncmy.converters import conversions as _stock_conversions
 from asyncmy.cursors import SSCursor
 
 from fetcher.adapters.batch_sizing import BatchSizer
-from fetcher.adapters.column_layout import (
+from fetcher.adapters.jsonlayout import (
     ColumnKind,
     ColumnPlan,
+    FastRowBatch,
     LaidOutBatch,
     column_plan,
     layout_columns,
+    parse_json_column,
 )
-from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
@@ -278,9 +280,9 @@ _TEXT_COLUMN: Final = frozenset({str, type(None)})
 
 def _json_column(values: Sequence[Any]) -> list[object]:
     """A JSON column of one batch: all texts parsed in one C-scanner call (fractions as orjson
-    fragments, see :func:`~fetcher.adapters.fastjson.parse_json_column`); the value-by-value
-    :func:`_json` when a value is not text or not JSON. MySQL and MariaDB may print ``-0`` or
-    exponents (MariaDB keeps the text as written), so integers keep their text check."""
+    fragments, see :func:`~fetcher.adapters.jsonlayout.fastjson.parse_json_column`); the
+    value-by-value :func:`_json` when a value is not text or not JSON. MySQL and MariaDB may print
+    ``-0`` or exponents (MariaDB keeps the text as written), so integers keep their text check."""
     if _TEXT_COLUMN.issuperset(map(type, values)):
         try:
             return parse_json_column(values, canonical_ints=False)
@@ -339,7 +341,7 @@ def _column_converter(column: Column) -> Callable[[Sequence[Any]], Sequence[obje
     return None if convert is None else partial(_convert_column, convert=convert)
 
 
-#: Issue 23: how :func:`~fetcher.adapters.column_layout.layout_columns` writes each family's
+#: Issue 23: how :func:`~fetcher.adapters.jsonlayout.columns.layout_columns` writes each family's
 #: driver values, the same conversion as :func:`_column_converter` (tested byte for byte
 #: against it); a family absent here sends the table to the general path.
 _KINDS: dict[TypeFamily, ColumnKind] = {
@@ -580,7 +582,7 @@ class MysqlConnector(NetworkConnector):
     """A read-only asyncmy session on one MySQL/MariaDB datasource (the ``Connector`` port)."""
 
     #: Issue 23: batches of tables whose every column :func:`layout_plan` covers are written
-    #: in C from the driver's rows (:class:`~fetcher.adapters.column_layout.LaidOutBatch`);
+    #: in C from the driver's rows (:class:`~fetcher.adapters.jsonlayout.columns.LaidOutBatch`);
     #: tests turn it off to compare with the general path.
     laid_out: ClassVar[bool] = True
 
@@ -722,7 +724,7 @@ class MysqlConnector(NetworkConnector):
         """Rows through an unbuffered server-side cursor, at most ``batch_size`` (and about
         ``BATCH_TARGET_BYTES``) at a time, encoded per §5.3: each batch laid out in C from
         the driver's rows when :func:`layout_plan` covers the table and the C layout accepts
-        the batch, else as :class:`~fetcher.adapters.fastjson.FastRowBatch` columns."""
+        the batch, else as :class:`~fetcher.adapters.jsonlayout.fastjson.FastRowBatch` columns."""
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)
         names = tuple(column.name for column in query.columns)

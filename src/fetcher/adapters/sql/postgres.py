@@ -11,8 +11,8 @@
 * Values (§5.3): per-connection text-format loaders turn every PostgreSQL value into its
   JSON-ready encoding, so array elements are encoded by the same rules as scalars; timestamps
   are finished per column (``_DateTimeText``), once per batch. Batches are
-  :class:`~fetcher.adapters.fastjson.FastRowBatch` columns, which write their own §5.4 bytes
-  through orjson (or leave them to the engine's writer).
+  :class:`~fetcher.adapters.jsonlayout.fastjson.FastRowBatch` columns, which write their own §5.4
+  bytes through orjson (or leave them to the engine's writer).
 * Depth: a ``json``/``jsonb`` value nested deeper than ``MAX_JSON_DEPTH`` (250) levels, which
   PostgreSQL accepts, fails the query with ``failed to query datasource '<ds>': column '<c>' of
   table '<schema.table>' holds a JSON value nested deeper than 250 levels``: raised here when
@@ -41,15 +41,17 @@ from psycopg.pq.abc import PGresult
 from psycopg.types.string import TextLoader
 
 from fetcher.adapters.batch_sizing import BatchSizer
-from fetcher.adapters.column_layout import (
+from fetcher.adapters.jsonlayout import (
     ColumnKind,
     ColumnPlan,
+    FastRowBatch,
     LaidOutBatch,
+    TextBatch,
     column_plan,
+    encoded_batches,
     layout_columns,
+    parse_json_column,
 )
-from fetcher.adapters.encoder_process import TextBatch, encoded_batches
-from fetcher.adapters.fastjson import FastRowBatch, parse_json_column
 from fetcher.adapters.secret_files import pem_files
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
@@ -626,8 +628,8 @@ def _result_kind(column: Column, type_oid: int) -> ColumnKind | None:
     path does (:func:`_column_converter`): final scalars as loaded, JSON texts laid out,
     timestamps from their text, and the text forms of enums and other text types (``citext``)
     as strings; ``None`` for arrays and the types ``_finish`` converts (network, ranges …)."""
-    if type_oid in _JSON_OIDS:
-        return ColumnKind.JSON
+    if type_oid in _JSON_OIDS:  # jsonb's integers are read canonically (_column_converter)
+        return ColumnKind.JSONB if _JSON_OIDS[type_oid] else ColumnKind.JSON
     if type_oid in _STAMP_KINDS:
         return _STAMP_KINDS[type_oid]
     if type_oid in _FINAL_SCALAR_OIDS:
@@ -639,7 +641,7 @@ def _result_kind(column: Column, type_oid: int) -> ColumnKind | None:
 
 def layout_plan(query: TableQuery, description: Sequence[psycopg.Column]) -> ColumnPlan | None:
     """Issue 23's fast path: how the C layout writes this query's rows from the driver's
-    tuples (:func:`~fetcher.adapters.column_layout.layout_columns`), chosen from the result
+    tuples (:func:`~fetcher.adapters.jsonlayout.columns.layout_columns`), chosen from the result
     types; ``None`` when a column is of a type it does not cover (arrays, ranges, network and
     user types …) and the table takes the general path. A value of another Python type than
     its kind expects (a non-finite float's string) makes the layout decline its batch."""
@@ -791,11 +793,11 @@ class PostgresConnector(NetworkConnector):
         ``BATCH_TARGET_BYTES``) at a time, encoded per §5.3.
 
         When :func:`layout_plan` covers every result column, each batch is laid out in C from
-        the driver's tuples (:class:`~fetcher.adapters.column_layout.LaidOutBatch`). Otherwise
-        each batch is a :class:`~fetcher.adapters.fastjson.FastRowBatch`: the columns and their
-        names, which encode themselves (orjson) without a Python step per row; with the host's
-        batch encoder process, a ``PreEncodedBatch`` encoded there
-        (:func:`~fetcher.adapters.encoder_process.encoded_batches`).
+        the driver's tuples (:class:`~fetcher.adapters.jsonlayout.columns.LaidOutBatch`). Otherwise
+        each batch is a :class:`~fetcher.adapters.jsonlayout.fastjson.FastRowBatch`: the columns
+        and their names, which encode themselves (orjson) without a Python step per row; with the
+        host's batch encoder process, a ``PreEncodedBatch`` encoded there
+        (:func:`~fetcher.adapters.jsonlayout.encoder_process.encoded_batches`).
         """
         conn = self._require(Phase.QUERY)
         sql, params = select_sql(query)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from fetcher.adapters.encoder_process import BatchEncoder
+from fetcher.adapters.jsonlayout import BatchEncoder
 from fetcher.adapters.sql.sqlite import SqliteConnector
 from fetcher.engine import ConnectionDescriptor, Connector, EngineError, ErrorCategory
 from fetcher.engine.kit import EngineType
@@ -22,8 +22,8 @@ class SqlConnectorRegistry:
     SQLite runs without the ``postgres`` extra.
     A descriptor's ``pinned_address`` (the SSRF pre-dial's vetted IP, §2.9.1) is handed to the
     connector so that the driver dials it instead of resolving the host again. ``encoder``
-    (the host's :class:`~fetcher.adapters.encoder_process.BatchEncoder`, if it runs one) is
-    handed to the PostgreSQL connector, which encodes its batches there.
+    (the host's :class:`~fetcher.adapters.jsonlayout.encoder_process.BatchEncoder`, if it runs one)
+    is handed to the PostgreSQL connector, which encodes its batches there.
     """
 
     def __init__(

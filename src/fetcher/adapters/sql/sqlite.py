@@ -58,7 +58,7 @@ from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
 from fetcher.adapters.batch_sizing import BatchSizer
-from fetcher.adapters.fastjson import FastRowBatch
+from fetcher.adapters.jsonlayout import FastRowBatch
 from fetcher.adapters.sql._common import (
     CONNECT_TIMEOUT_SECONDS,
     DEFAULT_BATCH_SIZE,
@@ -327,7 +327,7 @@ def _row_batch(
     names: Sequence[str], converters: Sequence[Callable[[object], object]], rows: list[Any]
 ) -> Sequence[Row]:
     """A fetched batch as columns (speed, issue 12): a
-    :class:`~fetcher.adapters.fastjson.FastRowBatch` writes its own §5.4 bytes whole, and
+    :class:`~fetcher.adapters.jsonlayout.fastjson.FastRowBatch` writes its own §5.4 bytes whole, and
     reading it gives the same ``dict`` rows as before."""
     if not names:
         return [{} for _ in rows]

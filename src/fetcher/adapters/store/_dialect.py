@@ -58,6 +58,9 @@ class Dialect:
     ledger_applied_at: str
     #: Taken first in the migration transaction; ``None`` where beginning it serializes.
     migration_lock: str | None
+    #: One row when the migration ledger (``schema_migrations``) exists, none before the
+    #: first migration: a read-only look at the ledger (``fetcher migrate --check``).
+    ledger_exists: str
     #: §2.6.2: the predicate "metadata[key] has the JSON text value", from two placeholders.
     metadata_match: Callable[[str, str], str]
     #: The outbox column that holds the feed sequence (§2.12).

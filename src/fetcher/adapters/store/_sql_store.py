@@ -15,9 +15,9 @@ import logging
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 from fetcher.adapters.store import _common as c
 from fetcher.adapters.store import _statements as q
@@ -33,7 +33,7 @@ from fetcher.adapters.store._program import (
     run_all,
     single,
 )
-from fetcher.adapters.store.job_search import search_statement
+from fetcher.adapters.store.job_search import CUT_FLAGS, search_statement
 from fetcher.lifecycle import AsyncResource
 from fetcher.services.records import (
     ConnectionQuery,
@@ -44,7 +44,13 @@ from fetcher.services.records import (
     OutboxEvent,
     OutboxRow,
 )
-from fetcher.services.store_roles import Backlog, JobSearchQuery, StoreError
+from fetcher.services.store_roles import (
+    Backlog,
+    JobSearchQuery,
+    ListedJob,
+    MigrationStatus,
+    StoreError,
+)
 
 __all__ = ["SqlMetadataStore", "StepRunner"]
 
@@ -55,12 +61,14 @@ StepRunner = Callable[[Step], Awaitable[Result]]
 _log = logging.getLogger(__name__)
 
 
-def _migration(d: Dialect, migrations: Sequence[c.Migration]) -> Program[None]:
-    """Apply the migrations not yet in the ledger, each recorded; ``exclusive`` (§1.5)."""
+def _migration(d: Dialect, migrations: Sequence[c.Migration]) -> Program[list[str]]:
+    """Apply the migrations not yet in the ledger, each recorded; ``exclusive`` (§1.5).
+    Returns the names applied."""
     if d.migration_lock is not None:
         yield Statement(d.migration_lock)
     yield q.ledger(d)
     applied = {row["version"] for row in (yield q.APPLIED_VERSIONS).rows}
+    done: list[str] = []
     for migration in migrations:
         if migration.version in applied:
             continue
@@ -70,6 +78,21 @@ def _migration(d: Dialect, migrations: Sequence[c.Migration]) -> Program[None]:
                 yield q.fill_job_products(rows)
             yield q.FILL_OUTBOX_PRODUCTS
         yield q.record_migration(d, migration)
+        done.append(migration.name)
+    return done
+
+
+def _migration_status(d: Dialect, migrations: Sequence[c.Migration]) -> Program[MigrationStatus]:
+    """The ledger against ``migrations``, read only: no lock, no ledger created (§15.4)."""
+    applied: set[int] = set()
+    if (yield Statement(d.ledger_exists)).rows:
+        applied = {int(row["version"]) for row in (yield q.APPLIED_VERSIONS).rows}
+    shipped = {m.version for m in migrations}
+    return MigrationStatus(
+        version=max(applied & shipped, default=0),
+        pending=tuple(m.name for m in migrations if m.version not in applied),
+        unknown=tuple(sorted(applied - shipped)),
+    )
 
 
 def _compare_and_set(update: Statement, then: Statement) -> Program[bool]:
@@ -149,9 +172,13 @@ class SqlMetadataStore(AsyncResource):
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def migrate(self) -> None:
+    async def migrate(self) -> list[str]:
         migrations = c.load_migrations(self.dialect.name)
-        await self._transact(_migration(self.dialect, migrations), "exclusive")
+        return await self._transact(_migration(self.dialect, migrations), "exclusive")
+
+    async def migration_status(self) -> MigrationStatus:
+        migrations = c.load_migrations(self.dialect.name)
+        return await self._transact(_migration_status(self.dialect, migrations), "snapshot")
 
     async def ping(self) -> None:
         await self._result(q.PING)
@@ -175,7 +202,12 @@ class SqlMetadataStore(AsyncResource):
     ) -> tuple[list[ConnectionRecord], int]:
         steps = q.connection_list(self.dialect, query, tenant)
         total, page = await self._transact(run_all(steps), "snapshot")
-        records = [c.connection_from_row(row, self.dialect.read_ts) for row in page.rows]
+        records = [
+            replace(c.connection_from_row(row, self.dialect.read_ts), cut=("metadata",))
+            if row["cut_metadata"]
+            else c.connection_from_row(row, self.dialect.read_ts)
+            for row in page.rows
+        ]
         return records, int(total.rows[0]["n"])
 
     async def update_connection(self, record: ConnectionRecord) -> bool:
@@ -267,9 +299,10 @@ class SqlMetadataStore(AsyncResource):
     async def jobs_with_status(self, status: JobStatus) -> list[JobRecord]:
         return self._jobs(await self._rows(q.jobs_with_status(status)))
 
-    async def search_jobs(self, query: JobSearchQuery) -> list[JobRecord]:
+    async def search_jobs(self, query: JobSearchQuery) -> list[ListedJob]:
         """``GET /v1/fetcher``'s page (:class:`~fetcher.services.store_roles.JobSearch`)."""
-        return self._jobs(await self._rows(search_statement(query, self.dialect)))
+        rows = await self._rows(search_statement(query, self.dialect))
+        return [ListedJob(c.job_from_row(row, self.dialect.read_ts), _cut(row)) for row in rows]
 
     # -- outbox and feed -----------------------------------------------------------------------
 
@@ -325,3 +358,15 @@ class SqlMetadataStore(AsyncResource):
             return None if value is None else self.dialect.read_ts(value)
 
         return Backlog(count(jobs), oldest(jobs), count(events), oldest(events))
+
+
+_CUT_MEMBERS: tuple[tuple[str, Literal["mappedFields", "filters", "metadata"]], ...] = (
+    (CUT_FLAGS["mapped_fields_json"], "mappedFields"),
+    (CUT_FLAGS["filters_json"], "filters"),
+    (CUT_FLAGS["metadata_json"], "metadata"),
+)
+
+
+def _cut(row: Row) -> tuple[Literal["mappedFields", "filters", "metadata"], ...]:
+    """The members a list row left out (:func:`~.job_search.search_statement`'s flags)."""
+    return tuple(member for flag, member in _CUT_MEMBERS if row[flag])

@@ -18,6 +18,7 @@ from typing import Any
 from fetcher.adapters.store import _common as c
 from fetcher.adapters.store._dialect import Dialect
 from fetcher.adapters.store._program import Each, Row, Statement, Step
+from fetcher.adapters.store.job_search import over_limit
 from fetcher.services.records import (
     ConnectionQuery,
     ConnectionRecord,
@@ -126,13 +127,38 @@ def connection_list(d: Dialect, query: ConnectionQuery, tenant: str) -> tuple[St
     where, params = _list_where(d, query, tenant)
     direction = "ASC" if query.sort == "asc" else "DESC"
     page = (
-        f"SELECT {c.CONNECTION_COLUMNS} FROM connections WHERE {where}"
+        f"SELECT {_listed_connection_columns(d)} FROM connections WHERE {where}"
         f" ORDER BY created_at {direction}, id {direction} LIMIT :limit OFFSET :offset"
     )
+    bounds = {"limit": query.limit, "offset": query.offset, "doc_max": query.max_document_bytes}
     return (
         Statement(f"SELECT count(*) AS n FROM connections WHERE {where}", params),
-        Statement(page, {**params, "limit": query.limit, "offset": query.offset}),
+        Statement(page, {**params, **bounds}),
     )
+
+
+#: TLS texts a list answer only tests for presence (§2.5 ``ssl`` shows the mode alone).
+_PRESENCE_ONLY = ("ssl_ca", "ssl_cert", "ssl_key_encrypted")
+
+
+def _listed_connection_columns(d: Dialect) -> str:
+    """:data:`~._common.CONNECTION_COLUMNS` with documents over ``:doc_max`` bytes left in the
+    database (issue 33): ``metadata_json`` becomes ``{}`` and ``cut_metadata`` is true; a TLS
+    text becomes ``'-'`` (still set). A page of 100 connections is thus small whatever they
+    hold."""
+    columns = []
+    for name in (n.strip() for n in c.CONNECTION_COLUMNS.split(",")):
+        if name == "metadata_json":
+            over = over_limit(d, name)
+            columns += [
+                f"CASE WHEN {over} THEN '{{}}' ELSE {name} END AS {name}",
+                f"{over} AS cut_metadata",
+            ]
+        elif name in _PRESENCE_ONLY:
+            columns.append(f"CASE WHEN {over_limit(d, name)} THEN '-' ELSE {name} END AS {name}")
+        else:
+            columns.append(name)
+    return ", ".join(columns)
 
 
 def _list_where(d: Dialect, query: ConnectionQuery, tenant: str) -> tuple[str, dict[str, Any]]:

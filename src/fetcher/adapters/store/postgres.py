@@ -97,6 +97,7 @@ POSTGRES = Dialect(
     # Held to the end of the migration transaction (§1.5); a new statement after it is granted
     # sees every migration committed before.
     migration_lock=f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})",
+    ledger_exists="SELECT 1 AS found WHERE to_regclass('schema_migrations') IS NOT NULL",
     # json (not jsonb) keeps a number's stored text, so ->> yields its JSON text (§2.6.2).
     metadata_match=lambda key, value: (
         f"json_typeof(metadata_json::json -> {key}) IN ('string', 'number', 'boolean')"

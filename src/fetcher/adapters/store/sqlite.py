@@ -70,6 +70,9 @@ SQLITE = Dialect(
     now="strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
     ledger_applied_at="TEXT NOT NULL",
     migration_lock=None,  # BEGIN EXCLUSIVE
+    ledger_exists=(
+        "SELECT 1 AS found FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ),
     metadata_match=lambda key, value: f"fetcher_metadata_matches(metadata_json, {key}, {value})",
     # SQLite serializes write transactions, so the rowid is the feed sequence (§2.12).
     feed_seq="id",

@@ -30,7 +30,7 @@ from fetcher.manager.openapi import (
     product_header_parameter,
     schemas_parameter,
 )
-from fetcher.manager.responses import json_response
+from fetcher.manager.responses import json_response, json_response_off_loop
 from fetcher.services.access import require_product, require_unrestricted
 from fetcher.services.api.response_models import (
     ConnectionPage,
@@ -92,7 +92,7 @@ async def list_connections(
         request.query_params, max_limit=runtime.settings.max_pagination_limit
     )
     page = await runtime.connections.catalog.list_page(query, product=product, principal=principal)
-    return json_response(page)
+    return await json_response_off_loop(page)
 
 
 @router.get(
@@ -113,7 +113,7 @@ async def list_unassigned(
     page = await runtime.connections.catalog.list_page(
         query, product=None, principal=principal, unassigned=True
     )
-    return json_response(page)
+    return await json_response_off_loop(page)
 
 
 @router.post(

@@ -15,7 +15,7 @@ from fetcher.manager.deps import (
 )
 from fetcher.manager.job_list_doc import JOB_LIST_DESCRIPTION
 from fetcher.manager.openapi import JOB_ID, error_responses, json_request_body
-from fetcher.manager.responses import json_response
+from fetcher.manager.responses import json_response, json_response_off_loop
 from fetcher.services.access import require_product
 from fetcher.services.api.response_models import JobAccepted, JobResponse
 from fetcher.services.jobs.list_query import parse_job_list
@@ -81,4 +81,4 @@ async def list_jobs(request: Request, runtime: RuntimeDep, principal: JobsRead) 
         request.query_params.multi_items(), max_limit=runtime.settings.max_pagination_limit
     )
     page = await runtime.job_list.list_page(query, product=product, principal=principal)
-    return json_response(page)
+    return await json_response_off_loop(page)

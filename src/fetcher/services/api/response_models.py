@@ -71,6 +71,9 @@ class ConnectionResponse(_Strict):
     updatedAt: str | None = None
     #: §12.4: the token ``sub`` that created it; absent with ``AUTH_MODE=none``.
     createdBy: str | None = None
+    #: In a list page only (issue 33): ``["metadata"]`` when the connection's metadata is over
+    #: 4 KiB and was left out; ``GET /v1/management/connections/{id}`` returns it whole.
+    truncated: list[Literal["metadata"]] | None = None
 
 
 class ConnectionPage(_Strict):

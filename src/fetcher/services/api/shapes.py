@@ -21,7 +21,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from typing import Any, Generic, Literal, TypeGuard, TypeVar, cast, get_args
 
 from fetcher.services.errors import ApiError, unexpected_fields
@@ -822,6 +822,11 @@ LIST_TYPE: QueryParam[str | None] = QueryParam(
 _DATE = "(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}"
 
 
+#: The last day a list's date parameter may name (issue 33): a window runs to the midnight
+#: after its end day, and Python has no 10000-01-01.
+LATEST_LISTED_DAY = date(9999, 12, 30)
+
+
 def _date_param(name: str, description: str) -> QueryParam[date | None]:
     """A ``YYYY-MM-DD`` calendar date, else FET-0408."""
 
@@ -829,14 +834,22 @@ def _date_param(name: str, description: str) -> QueryParam[date | None]:
         try:
             if re.fullmatch(_DATE, raw) is None:
                 raise ValueError(raw)
-            return date.fromisoformat(raw)
+            day = date.fromisoformat(raw)
         except ValueError:
             raise ApiError("FET-0408", f"{name} must be a date in the format YYYY-MM-DD") from None
+        if day > LATEST_LISTED_DAY:  # its next midnight, the exclusive end, must exist
+            raise ApiError("FET-0408", f"{name} must not be after {LATEST_LISTED_DAY}")
+        return day
 
     schema = {
         "anyOf": [
             {"type": "string", "maxLength": 0},
-            {"type": "string", "format": "date", "pattern": f"^{_DATE}$"},
+            {
+                "type": "string",
+                "format": "date",
+                "pattern": f"^{_DATE}$",
+                "not": {"const": (LATEST_LISTED_DAY + timedelta(days=1)).isoformat()},
+            },
         ]
     }
     return QueryParam(name, _optional(parse), schema, description)

@@ -56,6 +56,7 @@ def connection_response(record: ConnectionRecord) -> dict[str, object]:
             "createdAt": format_ms(record.created_at),
             "updatedAt": format_ms(record.updated_at),
             "createdBy": record.created_by,
+            "truncated": list(record.cut) or None,
         },
     )
 

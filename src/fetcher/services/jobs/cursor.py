@@ -6,8 +6,9 @@ row of the page it follows, ``<createdAt epoch ms>:<id>``; ``tag`` is the first 
 HMAC-SHA256 over a version label, the tenant (§12.5), the canonical filters (statuses,
 connection, window, ``X-Product-Name``) and the position. A changed byte, a cursor of another
 tenant, or one reused under other filters fails the check (``400 FET-0405``, parameter
-``cursor``); the page size may change between pages. The tenant and filters are not in the
-text, only in the tag.
+``cursor``), and so does any text that is not the canonical base64url of its bytes (the
+padding bits of a last character included); the page size may change between pages. The
+tenant and filters are not in the text, only in the tag.
 
 The key is derived from the internal HMAC key (§6.2), which every Manager of a deployment shares,
 so any Manager accepts any other's cursors and no new secret setting is needed; rotating
@@ -94,6 +95,10 @@ class CursorCodec:
         try:
             text, _, tag_text = cursor.partition(".")
             raw, tag = _unb64(text), _unb64(tag_text)
+            # Canonical form only: base64 ignores a last character's padding bits, so 18
+            # one-character variants of a cursor would decode to the same bytes.
+            if _b64(raw) != text or _b64(tag) != tag_text:
+                raise ValueError("not canonical")
             expected = self._tag(_scope(tenant, request, product), raw)
             if not hmac.compare_digest(tag, expected):
                 raise ValueError("tag")

@@ -51,8 +51,10 @@ __all__ = [
 JOB_STATUSES: tuple[JobStatus, ...] = get_args(JobStatus)
 DEFAULT_JOB_PAGE = 20
 MAX_CURSOR_LENGTH = 256
-#: An unknown parameter's name is echoed in the error cut to this many characters.
+#: An unknown parameter's name is echoed in the error cut to this many characters, and at most
+#: this many unknown names are echoed: a query of thousands of names gets a small answer.
 MAX_ECHOED_NAME = 100
+MAX_ECHOED_NAMES = 10
 #: The parameters, in check order.
 JOB_LIST_PARAMETERS = ("status", "connectionId", "createdFrom", "createdTo", "limit", "cursor")
 
@@ -121,20 +123,39 @@ def _connection_id(raw: str) -> str:
     return raw.lower()
 
 
+#: Every instant a window bound may be, in UTC: ``[0001-01-01, 9999-12-31)``. The last day is
+#: left out so that ``createdTo``'s exclusive end (its next day or millisecond) exists too.
+EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
+LATEST_DAY = shapes.LATEST_LISTED_DAY
+_END = datetime.combine(LATEST_DAY + timedelta(days=1), time(0), tzinfo=UTC)
+
+
 def _moment(name: str) -> Callable[[str], tuple[datetime, bool]]:
-    """A date (→ its UTC midnight, ``True``) or an RFC 3339 date-time (→ UTC, ``False``)."""
+    """A date (→ its UTC midnight, ``True``) or an RFC 3339 date-time (→ UTC, ``False``).
+    A well-formed value outside :data:`EARLIEST`..:data:`LATEST_DAY` in UTC (``9999-12-31``,
+    ``0001-01-01T00:00:00+23:59``) is FET-0408 too, naming the parameter and the range."""
 
     def parse(raw: str) -> tuple[datetime, bool]:
+        moment: datetime | None = None
+        whole_day = False
         try:
             if re.fullmatch(_DATE, raw):
-                return datetime.combine(date.fromisoformat(raw), time(0), tzinfo=UTC), True
-            if re.fullmatch(DATE_TIME, raw):
-                return _instant(raw), False
+                moment, whole_day = datetime.combine(date.fromisoformat(raw), time(0), UTC), True
+            elif re.fullmatch(DATE_TIME, raw):
+                moment, whole_day = _instant(raw), False
+            else:
+                raise ValueError(raw)
         except ValueError:
+            raise _Bad(
+                "FET-0408", f"{name} must be a date (YYYY-MM-DD) or an RFC 3339 date-time"
+            ) from None
+        except OverflowError:  # before year 1 or after year 9999 once in UTC
             pass
-        raise _Bad(
-            "FET-0408", f"{name} must be a date (YYYY-MM-DD) or an RFC 3339 date-time"
-        ) from None
+        if moment is None or not EARLIEST <= moment < _END:
+            raise _Bad(
+                "FET-0408", f"{name} must lie between 0001-01-01 and {LATEST_DAY} (UTC)"
+            ) from None
+        return moment, whole_day
 
     return parse
 
@@ -164,13 +185,18 @@ def _cursor(raw: str) -> str:
 
 
 def _unknown(items: Iterable[tuple[str, str]]) -> list[_Problem]:
-    """Unknown names (echoed cut to :data:`MAX_ECHOED_NAME` characters) and repeated ones."""
+    """Unknown names (the first :data:`MAX_ECHOED_NAMES`, each cut to :data:`MAX_ECHOED_NAME`
+    characters) and repeated ones."""
     seen: dict[str, int] = {}
     for name, _ in items:
         seen[name] = seen.get(name, 0) + 1
-    problems = []
+    problems: list[_Problem] = []
+    echoed = 0
     for name, count in seen.items():
         if name not in JOB_LIST_PARAMETERS:
+            echoed += 1
+            if echoed > MAX_ECHOED_NAMES:
+                continue
             shown = name if len(name) <= MAX_ECHOED_NAME else name[: MAX_ECHOED_NAME - 1] + "…"
             problems.append(_Problem(shown, "FET-0405", f"{shown} is not a parameter of this list"))
         elif count > 1:

@@ -4,11 +4,16 @@ A page of the caller's tenant's jobs (§12.5), newest first, filtered by status,
 creation window and product; a product-restricted token sees only its products' jobs (§12.4),
 and ``X-Product-Name`` narrows to one product (the route has already checked it is allowed).
 
-Items are the ``GET /v1/fetcher/{id}`` shape (§4.6), except that a ``mappedFields`` or
-``filters`` document whose stored JSON text is over :data:`MAX_LISTED_DOCUMENT` bytes (UTF-8) is
-left out, and ``truncated`` names the members left out (the full job is one
-``GET /v1/fetcher/{id}`` away). A cut JSON text would not parse, so the list never cuts inside
-a document. ``nextCursor`` is ``null`` on the last page.
+Items are the ``GET /v1/fetcher/{id}`` shape (§4.6), except that a ``mappedFields``,
+``filters`` or ``metadata`` document whose stored JSON text is over :data:`MAX_LISTED_DOCUMENT`
+bytes (UTF-8) is cut, and ``truncated`` names the members cut (the full job is one
+``GET /v1/fetcher/{id}`` away): ``mappedFields`` and ``filters`` are left out, ``metadata``
+keeps only ``source``, as the job's product (trimmed and lower-cased, §3.7), and ``error`` on a
+failed job (at most 2,000 code points by §4.5). A cut
+JSON text would not parse, so the list never cuts inside a document. The store cuts in the
+database (:class:`~fetcher.services.store_roles.ListedJob`), so a page of 100 jobs is at most a few
+hundred KiB in the process whatever the jobs hold; a page is encoded off the event loop (the
+route). ``nextCursor`` is ``null`` on the last page.
 """
 
 from __future__ import annotations
@@ -26,28 +31,22 @@ from fetcher.services.jobs.cursor import CursorCodec
 from fetcher.services.jobs.list_query import JobListRequest
 from fetcher.services.jobs.service import job_response
 from fetcher.services.principal import Principal
-from fetcher.services.records import JobRecord
-from fetcher.services.store_roles import JobSearch, JobSearchQuery
+from fetcher.services.store_roles import JobSearch, JobSearchQuery, ListedJob
 
 __all__ = ["MAX_LISTED_DOCUMENT", "JobListItem", "JobListService", "JobPage", "job_list_item"]
 
-#: A listed job's ``mappedFields``/``filters`` document over this many bytes is left out.
+#: A listed job's ``mappedFields``/``filters``/``metadata`` text over this many bytes is cut.
 MAX_LISTED_DOCUMENT = 4096
 
 
-def job_list_item(job: JobRecord) -> dict[str, object]:
-    """The §4.6 JobResponse of ``job`` with its large documents left out and named."""
-    item = job_response(job)
-    documents = (("mappedFields", job.mapped_fields_json), ("filters", job.filters_json))
-    cut = [
-        member
-        for member, text in documents
-        if text is not None and len(text.encode("utf-8")) > MAX_LISTED_DOCUMENT
-    ]
-    for member in cut:
-        item.pop(member, None)
-    if cut:
-        item["truncated"] = cut
+def job_list_item(listed: ListedJob) -> dict[str, object]:
+    """The §4.6 JobResponse of a listed job, its cut documents left out and named."""
+    item = job_response(listed.job)
+    for member in listed.cut:
+        if member != "metadata":  # the cut metadata still holds source (and error)
+            item.pop(member, None)
+    if listed.cut:
+        item["truncated"] = list(listed.cut)
     return item
 
 
@@ -72,7 +71,7 @@ class JobListService:
         page = rows[: request.limit]
         next_cursor = None
         if len(rows) > request.limit:
-            position = (page[-1].created_at, page[-1].id)
+            position = (page[-1].job.created_at, page[-1].job.id)
             next_cursor = self.cursors.encode(
                 position, tenant=tenant, request=request, product=product
             )
@@ -102,6 +101,7 @@ class JobListService:
             created_from=request.created_from,
             created_before=request.created_before,
             after=after,
+            max_document_bytes=MAX_LISTED_DOCUMENT,
         )
 
     def _internal_name(self, connection_id: str, tenant: str) -> str | None:
@@ -116,11 +116,11 @@ class JobListService:
 
 
 class JobListItem(JobResponse):
-    """A §4.6 JobResponse in a list: ``mappedFields``/``filters`` may be left out, and then
-    ``truncated`` names them."""
+    """A §4.6 JobResponse in a list: ``mappedFields``/``filters`` may be left out and
+    ``metadata`` cut to ``source`` (and ``error``); ``truncated`` then names them."""
 
     mappedFields: dict[str, dict[str, list[str]]] | None = None  # type: ignore[assignment]
-    truncated: list[Literal["mappedFields", "filters"]] | None = None
+    truncated: list[Literal["mappedFields", "filters", "metadata"]] | None = None
 
 
 class JobPage(BaseModel):

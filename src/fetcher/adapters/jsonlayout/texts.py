@@ -4,8 +4,8 @@ JSON row, §5.4).
 A JSON column's text (PostgreSQL ``json``/``jsonb``, MySQL ``JSON``) needs only layout to be
 written: keys sorted by code point at every level, 2-space indentation, strings re-escaped as
 §5.4 says, numbers kept as received. :func:`layout_rows` does that in the C extension
-``fetcher.adapters._json_layout``, which also lays out whole driver rows
-(:mod:`~fetcher.adapters.column_layout`).
+``fetcher.adapters.jsonlayout._native``, which also lays out whole driver rows
+(:mod:`~fetcher.adapters.jsonlayout.columns`).
 
 Equivalence (tested byte for byte, ``tests/unit/document/test_json_layout.py``): for every text
 it accepts, the bytes equal what the engine's reference writer (``dumps_document``) writes for
@@ -27,6 +27,9 @@ Declined:
 * an object with the same key twice (the reference keeps the last one);
 * a value nesting deeper than ``max_depth`` containers (default
   :data:`~fetcher.engine.errors.MAX_JSON_DEPTH`; ``[]`` nests 1, a scalar 0).
+* a bytes-like text that is not one contiguous run of bytes (a strided ``memoryview``);
+* a ``texts`` list that changes length during the call (a ``__buffer__`` that empties it, or a
+  ``__del__`` run by a collection: Python code can run inside the call, issue 39).
 
 Keys compare by the bytes of their decoded UTF-8, which is code-point order: every valid key
 compares exactly, so no key is declined for its content.
@@ -45,7 +48,7 @@ _Texts = Sequence[bytes | bytearray | memoryview | str]
 
 _native_layout: Callable[..., bytes | None] | None
 try:
-    from fetcher.adapters._json_layout import layout_rows as _native_layout
+    from fetcher.adapters.jsonlayout._native import layout_rows as _native_layout
 except ImportError:  # built without a C compiler (setup.py: optional): every call declines
     _native_layout = None
 

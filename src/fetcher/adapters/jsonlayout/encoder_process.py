@@ -3,9 +3,9 @@
 One extraction runs in one Python thread: fetching, parsing JSON columns and writing §5.4
 bytes, then HMAC, AES-GCM, base64 and the write all hold the same interpreter lock, so a
 two-core host leaves one core idle. :class:`BatchEncoder` moves the parsing and encoding of
-each batch (:func:`fetcher.adapters.fastjson.encode_batch_columns`) into one child process:
-the connector hands it plain column values (strings, integers, ``ExactNumber``) and gets the
-batch's §5.4 bytes back, while its own thread fetches the next batch and encrypts the last.
+each batch (:func:`fetcher.adapters.jsonlayout.fastjson.encode_batch_columns`) into one child
+process: the connector hands it plain column values (strings, integers, ``ExactNumber``) and gets
+the batch's §5.4 bytes back, while its own thread fetches the next batch and encrypts the last.
 
 The child is a ``concurrent.futures`` worker started through the ``spawn`` method (a fresh
 interpreter, fork and exec): the host process runs threads (asyncio's executor, the HTTP
@@ -46,7 +46,7 @@ from types import TracebackType
 from typing import Self
 
 from fetcher.adapters.batch_sizing import BATCH_TARGET_BYTES, row_bytes
-from fetcher.adapters.fastjson import (
+from fetcher.adapters.jsonlayout.fastjson import (
     FastRowBatch,
     PreEncodedBatch,
     encode_batch_columns,

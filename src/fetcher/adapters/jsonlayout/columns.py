@@ -5,19 +5,20 @@ A driver hands over each row as a tuple of plain values: asyncmy ``int`` for int
 server's text for decimals, dates, times and JSON, ``bytes`` for binary strings; psycopg with
 the PostgreSQL connector's loaders ``int``, ``bool``, ``float`` and the §5.3 ``str``. The
 general path turns those into §5.3 values column by column in Python and encodes them; here
-the C extension (``layout_columns`` in ``_json_layout.c``) writes the same bytes from the
+the C extension (``layout_columns`` in ``_native.c``) writes the same bytes from the
 tuples directly: per column a :class:`ColumnKind` says how its values are written (the same
 conversion the connector's general path applies, tested byte for byte against it), the
-members in key order (code points), JSON texts laid out as :func:`~fetcher.adapters.
-json_layout.layout_rows` lays them out. The server does no more work than for the general
+members in key order (code points), JSON texts laid out as :func:`~fetcher.adapters.jsonlayout.
+texts.layout_rows` lays them out. The server does no more work than for the general
 path.
 
 It declines (``None``) a batch holding anything it does not write exactly as the general path
-would: a value of another type than its kind (a ``bool``, ``bytes`` in a text column), a text
-of another shape (a datetime the server did not print), JSON that is not exactly one valid
-value or nests past the bound, a row of another width, or the module not being built. The
-connector then takes its general path for that batch, which also raises whatever error that
-batch deserves, so the rows and errors are the same either way.
+would: a value of another type than its kind (a ``bool``, ``bytes`` in a text column, a ``str``
+in a NUMBER column), an integer ``-0`` in a ``jsonb`` text, a text of another shape (a datetime
+the server did not print), JSON that is not exactly one valid value or nests past the bound, a
+row of another width, a rows list that changes length during the call, or the module not being
+built. The connector then takes its general path for that batch, which also raises whatever
+error that batch deserves, so the rows and errors are the same either way.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final, overload
 
-from fetcher.adapters.fastjson import FastRowBatch, encode_rows
-from fetcher.adapters.json_layout import layout_value
+from fetcher.adapters.jsonlayout.fastjson import FastRowBatch, encode_rows
+from fetcher.adapters.jsonlayout.texts import layout_value
 from fetcher.engine.kit import MAX_JSON_DEPTH, ROW_DEPTH, Row
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
 
 _native: Callable[..., bytes | None] | None
 try:
-    from fetcher.adapters._json_layout import layout_columns as _native
+    from fetcher.adapters.jsonlayout._native import layout_columns as _native
 except ImportError:  # built without a C compiler: every batch takes the general path
     _native = None
 
@@ -55,7 +56,8 @@ class ColumnKind(IntEnum):
     """How a column's values are written (``None`` is ``null`` for every kind); the numbers
     are the C module's."""
 
-    #: ``int``, or the text of a JSON number: the number.
+    #: ``int`` (exactly): the number. Anything else declines, a ``str`` that reads as a number
+    #: included: the general path writes that as a string (issue 39).
     NUMBER = 0
     #: ``str``: a string.
     STRING = 1
@@ -80,6 +82,10 @@ class ColumnKind(IntEnum):
     #: ``str``, PostgreSQL's ``timestamptz`` text in a UTC, ISO-DateStyle session: as
     #: :attr:`STAMP`, with the ``+00`` zone.
     ZONED_STAMP = 10
+    #: ``str``, PostgreSQL ``jsonb``'s text: as :attr:`JSON`, except that an integer ``-0``
+    #: declines. The general path reads jsonb's integers as ``int`` (the server prints them
+    #: canonically), which has no negative zero; the fuzzer met the difference (issue 34).
+    JSONB = 11
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +154,7 @@ class LaidOutBatch(FastRowBatch):
 
     def encoded_rows(self, depth: int) -> bytes | memoryview | None:
         """The laid-out bytes at :data:`ROW_DEPTH`; elsewhere the columns through
-        :func:`~fetcher.adapters.fastjson.encode_rows`."""
+        :func:`~fetcher.adapters.jsonlayout.fastjson.encode_rows`."""
         return self._laid if depth == ROW_DEPTH else encode_rows(self, depth)
 
     @overload

@@ -1,6 +1,6 @@
 /*
- * fetcher.adapters._json_layout: JSON texts re-laid out as contract §5.4 bytes, in C, without
- * building Python objects (issue 23). The Python API and its contract are in json_layout.py.
+ * fetcher.adapters.jsonlayout._native: JSON texts re-laid out as contract §5.4 bytes, in C, without
+ * building Python objects (issue 23). The Python API and its contract are in texts.py (texts) and columns.py (rows).
  *
  * layout_rows(texts, depth, max_depth) -> bytes | None
  *
@@ -35,8 +35,19 @@
  * Robustness: every read is bounds-checked against the text's length; parsing is iterative
  * with an explicit stack bounded by max_depth (no C recursion, so 10^6 nested brackets only
  * cost the walk to the bound); every size computation is checked for overflow; the GIL is
- * held throughout and no Python code runs, so the texts cannot change under the parser. Out of
- * memory raises MemoryError; wrong argument types raise TypeError/ValueError.
+ * held throughout. Out of memory raises MemoryError; wrong argument types raise
+ * TypeError/ValueError.
+ *
+ * Python code can run in the middle of a call, so nothing the C reads may be borrowed from a
+ * container the caller can change (issue 39). The points where it can run: a bytes-like
+ * item's buffer (a class's __buffer__ and __release_buffer__ since Python 3.12), and any
+ * allocation of a tracked object or exception (the UnicodeEncodeError of a lone surrogate, the
+ * ValueError of an int past the str digits limit, a TypeError, a BufferError), where Python
+ * 3.11 may collect garbage and run a __del__. No other protocol is called: no __index__,
+ * __float__, __str__ (only an exact int's own str), comparison or hashing of a caller's
+ * object. So each entry point reads the caller's items one at a time, holding each while it
+ * is laid out and declining when the sequence changed size (item_at); the row tuples, keys
+ * and kinds it reads are immutable, and a text being read is held by its item (or view).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -83,6 +94,9 @@ typedef struct {
     size_t len;
     size_t pos;
     size_t max_depth;
+    /* K_JSONB: an integer "-0" declines (the general path reads jsonb's integers as ints, and
+     * an int has no sign of zero; PostgreSQL never prints one in jsonb) */
+    int canonical_ints;
     /* per-text buffers, reused from one text to the next */
     unsigned char *scratch; /* decoded strings that had escapes */
     size_t n_scratch, cap_scratch;
@@ -587,6 +601,12 @@ number_value(State *s)
     }
     if (p[i] == '0') {
         i++;
+        /* an integer -0 declines in K_JSONB (the general path reads it as the int 0); tested
+         * here, where only numbers whose integer part is 0 pay for it */
+        if (s->canonical_ints && i - s->pos == 2 &&
+            (i >= n || (p[i] != '.' && p[i] != 'e' && p[i] != 'E'))) {
+            return DECLINE;
+        }
     }
     else if (p[i] >= '1' && p[i] <= '9') {
         while (i < n && is_digit(p[i])) {
@@ -995,7 +1015,8 @@ state_free(State *s)
 
 /* The UTF-8 bytes of one text: bytes, str (its UTF-8; a str with a lone surrogate has none,
  * which declines) or another contiguous bytes-like object (*view is then held and must be
- * released). Returns OK, DECLINE, or -1 with an exception set. */
+ * released; one that is not contiguous, a strided memoryview, declines). Returns OK, DECLINE,
+ * or -1 with an exception set. The buffer protocol may run Python code (see the top). */
 static int
 text_bytes(PyObject *item, const unsigned char **data, size_t *len, Py_buffer *view, int *held)
 {
@@ -1021,6 +1042,10 @@ text_bytes(PyObject *item, const unsigned char **data, size_t *len, Py_buffer *v
     }
     if (PyObject_CheckBuffer(item)) {
         if (PyObject_GetBuffer(item, view, PyBUF_SIMPLE) < 0) {
+            if (PyErr_ExceptionMatches(PyExc_BufferError)) {
+                PyErr_Clear(); /* not one contiguous run of bytes: the caller's path decides */
+                return DECLINE;
+            }
             return -1;
         }
         *held = 1;
@@ -1031,6 +1056,21 @@ text_bytes(PyObject *item, const unsigned char **data, size_t *len, Py_buffer *v
     PyErr_Format(PyExc_TypeError, "a JSON text must be bytes or str, not %.100s",
                  Py_TYPE(item)->tp_name);
     return -1;
+}
+
+/* The item at `i` of the caller's sequence (a list or tuple from PySequence_Fast) as a new
+ * reference, or NULL when the sequence no longer holds `count` items: Python code that ran
+ * during the call (see the top) changed it, and the call declines. Each item is read afresh
+ * (never through a pointer to the list's storage kept across a point where Python code may
+ * run) and held while it is laid out: one reference count on a line the layout reads
+ * anyway, where a copy of the whole list cost 4-10 % of layout_rows (cache misses). */
+static inline PyObject *
+item_at(PyObject *sequence, Py_ssize_t count, Py_ssize_t i)
+{
+    if (PySequence_Fast_GET_SIZE(sequence) != count) {
+        return NULL;
+    }
+    return Py_NewRef(PySequence_Fast_GET_ITEM(sequence, i));
 }
 
 static Py_ssize_t
@@ -1071,7 +1111,7 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
-    PyObject **items = PySequence_Fast_ITEMS(sequence);
+    PyObject **items = PySequence_Fast_ITEMS(sequence); /* only until Python code may run */
 
     State s;
     memset(&s, 0, sizeof(s));
@@ -1098,13 +1138,19 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     }
 
     for (Py_ssize_t i = 0; i < count && outcome == OK; i++) {
+        PyObject *item = item_at(sequence, count, i);
+        if (item == NULL) {
+            outcome = DECLINE;
+            break;
+        }
         Py_buffer view;
         int held;
-        int got = text_bytes(items[i], &s.src, &s.len, &view, &held);
-        if (got < 0) {
-            goto done;
-        }
-        if (got == DECLINE) {
+        int got = text_bytes(item, &s.src, &s.len, &view, &held);
+        if (got != OK) {
+            Py_DECREF(item);
+            if (got < 0) {
+                goto done;
+            }
             outcome = DECLINE;
             break;
         }
@@ -1115,8 +1161,9 @@ layout_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
             outcome = layout_text(&s, (size_t)depth);
         }
         if (held) {
-            PyBuffer_Release(&view);
+            PyBuffer_Release(&view); /* may run Python code: the next item_at checks */
         }
+        Py_DECREF(item);
     }
 
     if (outcome == OK) {
@@ -1139,11 +1186,11 @@ done:
 
 /* ---- rows from a driver's values (layout_columns) ----------------------------------------- */
 
-/* What a column of layout_columns holds, and how its values are written (json_layout.py's
+/* What a column of layout_columns holds, and how its values are written (columns.py's
  * ColumnKind repeats these numbers). None is null for every kind; a value of another type
  * than its kind lists declines. */
 enum {
-    K_NUMBER = 0,   /* int (exactly) or the text of a JSON number (grammar checked): a number */
+    K_NUMBER = 0,   /* int (exactly, nothing else: a str declines, issue 39): a number */
     K_STRING = 1,   /* str: a string */
     K_DATETIME = 2, /* str "YYYY-MM-DD HH:MM:SS[.f]": MySQL's datetime_text, as a string */
     K_TIME = 3,     /* str of [-0-9:.]: MySQL's time_text (fraction's trailing zeros), a string */
@@ -1154,7 +1201,8 @@ enum {
     K_BOOL = 8,     /* bool: true or false */
     K_STAMP = 9,    /* str, a PostgreSQL timestamp's text: write_stamp of it, unzoned */
     K_ZONED = 10,   /* str, a PostgreSQL timestamptz's text (UTC session): write_stamp, zoned */
-    K_COUNT = 11
+    K_JSONB = 11,   /* as K_JSON, but an integer -0 declines (PostgreSQL jsonb: canonical ints) */
+    K_COUNT = 12
 };
 
 /* A Python error inside a conversion: MemoryError is NOMEM, any other declines (the caller's
@@ -1232,20 +1280,6 @@ write_int(State *s, PyObject *item)
     }
     out_bytes(s, p, (size_t)(end - p));
     return OK;
-}
-
-/* The text of a JSON number, checked whole against the grammar and copied. */
-static int
-write_number_text(State *s, const unsigned char *text, size_t len)
-{
-    s->src = text;
-    s->len = len;
-    s->pos = 0;
-    int r = number_value(s);
-    if (r == OK && s->pos != len) {
-        return DECLINE;
-    }
-    return r;
 }
 
 /* MySQL's datetime_text (fetcher.adapters.sql.mysql) of the server's DATETIME/TIMESTAMP text:
@@ -1350,7 +1384,7 @@ write_base64(State *s, const unsigned char *b, size_t n)
     return OK;
 }
 
-/* A float as the engine writes it (fetcher.adapters.fastjson._float_value): its repr, the
+/* A float as the engine writes it (fetcher.adapters.jsonlayout.fastjson._float_value): its repr, the
  * shortest text that round-trips; "NaN", "Infinity" and "-Infinity" as strings. */
 static int
 write_float(State *s, double v)
@@ -1404,8 +1438,10 @@ write_value(State *s, PyObject *item, int kind, size_t level)
         }
         return DECLINE;
     }
-    if (kind == K_NUMBER && PyLong_CheckExact(item)) {
-        return write_int(s, item);
+    if (kind == K_NUMBER) {
+        /* only an exact int: a str that reads as a number is a string on the general path
+         * (a driver hands one over when the column is not what discovery said) */
+        return PyLong_CheckExact(item) ? write_int(s, item) : DECLINE;
     }
     if (kind == K_FLOAT) {
         return PyFloat_CheckExact(item) ? write_float(s, PyFloat_AS_DOUBLE(item)) : DECLINE;
@@ -1433,9 +1469,6 @@ write_value(State *s, PyObject *item, int kind, size_t level)
         return r;
     }
     switch (kind) {
-    case K_NUMBER:
-        r = write_number_text(s, text, len);
-        break;
     case K_STRING:
         r = write_text(s, text, len);
         break;
@@ -1451,8 +1484,10 @@ write_value(State *s, PyObject *item, int kind, size_t level)
         r = PyUnicode_IS_ASCII(item) ? write_stamp(s, text, len, kind == K_ZONED) : DECLINE;
         break;
     case K_JSON:
+    case K_JSONB:
         s->src = text;
         s->len = len;
+        s->canonical_ints = kind == K_JSONB;
         r = layout_text(s, level);
         break;
     default:
@@ -1544,7 +1579,7 @@ layout_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
-    PyObject **rows = PySequence_Fast_ITEMS(sequence);
+    PyObject **rows = PySequence_Fast_ITEMS(sequence); /* only for the guess: no Python runs */
 
     State s;
     memset(&s, 0, sizeof(s));
@@ -1552,8 +1587,13 @@ layout_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
     PyObject *result = NULL;
     int outcome = out_reserve(&s, columns_guess(rows, count, member_bytes));
 
+    PyObject *row = NULL; /* held while its values are written (a tuple: they are its own) */
     for (Py_ssize_t i = 0; i < count && outcome == OK; i++) {
-        PyObject *row = rows[i];
+        Py_XSETREF(row, item_at(sequence, count, i));
+        if (row == NULL) {
+            outcome = DECLINE;
+            break;
+        }
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != width) {
             outcome = DECLINE; /* the caller's path reports a row of another width */
             break;
@@ -1592,6 +1632,7 @@ layout_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
             out_byte(&s, '}');
         }
     }
+    Py_XDECREF(row);
 
     if (outcome == OK) {
         if (_PyBytes_Resize(&s.out_obj, (Py_ssize_t)s.n_out) == 0) {
@@ -1620,14 +1661,14 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "fetcher.adapters._json_layout",
-    .m_doc = "JSON texts re-laid out as contract §5.4 bytes (see json_layout.py).",
+    .m_name = "fetcher.adapters.jsonlayout._native",
+    .m_doc = "JSON texts re-laid out as contract §5.4 bytes (see texts.py).",
     .m_size = 0,
     .m_methods = methods,
 };
 
 PyMODINIT_FUNC
-PyInit__json_layout(void)
+PyInit__native(void)
 {
     init_tables();
     return PyModuleDef_Init(&module);

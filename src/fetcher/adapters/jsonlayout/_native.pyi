@@ -1,5 +1,5 @@
-# The C extension _json_layout.c (optional: absent when built without a C compiler).
-# Its API and contract: fetcher.adapters.json_layout.
+# The C extension _native.c (optional: absent when built without a C compiler).
+# Its API and contract: fetcher.adapters.jsonlayout.texts and .columns.
 from collections.abc import Sequence
 
 def layout_rows(

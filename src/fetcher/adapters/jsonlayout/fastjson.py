@@ -229,8 +229,8 @@ def encode_batch_columns(
 ) -> bytes | None:
     """The §5.4 bytes at the rows' depth of the :class:`FastRowBatch` these columns make once
     the ``json_texts`` columns are parsed; ``None`` when orjson declines. This is the whole job
-    of the encoder process (:mod:`fetcher.adapters.encoder_process`): plain values in, bytes
-    out, so that parsing and encoding run on a second core. A value nested deeper than
+    of the encoder process (:mod:`fetcher.adapters.jsonlayout.encoder_process`): plain values in,
+    bytes out, so that parsing and encoding run on a second core. A value nested deeper than
     ``MAX_JSON_DEPTH`` declines the batch too: the host parses it again and reports it."""
     try:
         parsed = parse_json_columns(columns, json_texts)
