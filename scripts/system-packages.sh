@@ -3,6 +3,8 @@
 #   libltdl7   mssql-python's bundled Microsoft ODBC Driver 18 loads it (SQL_SERVER connections)
 #   chromium   the offline /docs test renders Swagger UI in headless Chromium (tests/e2e)
 #   chromium-driver  the /console browser tests drive Chromium over WebDriver (tests/e2e)
+#   prometheus  promtool tests the alert rules (tests/deploy); a real Prometheus evaluates them
+#               against a Manager and a Worker (tests/e2e/test_prometheus_alerts.py)
 #   kubernetes-client     kubectl, whose `kubectl kustomize` renders the overlays (also `lint`)
 # `scripts/system-packages.sh image` installs instead what `make image` needs:
 #   podman, debootstrap   build the OCI image and its Debian base (tests/deploy/test_image.py)
@@ -28,6 +30,7 @@ else
     ldconfig -p 2>/dev/null | grep -q 'libltdl\.so\.7' || missing+=(libltdl7)
     command -v chromium >/dev/null || missing+=(chromium)
     command -v chromedriver >/dev/null || missing+=(chromium-driver)
+    command -v promtool >/dev/null || missing+=(prometheus)
 fi
 
 if ((${#missing[@]} == 0)); then

@@ -62,6 +62,7 @@ from fetcher.services.jobs.service import JobService
 from fetcher.services.jobs.work_handler import WorkHandler
 from fetcher.services.metrics import Metrics
 from fetcher.services.store_roles import (
+    BacklogReader,
     ConnectionStore,
     CredentialRekeying,
     FeedStore,
@@ -100,6 +101,7 @@ class MetadataStore(
     JobSearch,
     FeedStore,
     Outbox,
+    BacklogReader,
     Protocol,
 ):
     """Every role of the metadata store (``fetcher.services.store_roles``) at once: what the
@@ -215,7 +217,7 @@ def assemble_runtime(
     lifecycle: Lifecycle | None = None,
 ) -> Runtime:
     """Wire the services over open ports: real adapters (:func:`build_runtime`) or fakes."""
-    metrics, internal = Metrics(), dict(settings.internal_datasources)
+    metrics, internal = Metrics(mode=settings.mode.value), dict(settings.internal_datasources)
     cipher = CredentialCipher(settings.key_version, settings.keys, settings.previous_keys)
     events = EventContext(source=settings.ce_source, exchange=settings.events_exchange)
     max_limits = DEFAULT_LIMITS.with_result_ceiling(settings.engine_max_result_bytes)

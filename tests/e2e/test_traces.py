@@ -122,6 +122,7 @@ async def test_one_job_is_one_trace_across_both_processes(
         job_id = await post_job(stack, base_url, body, {"traceparent": TRACEPARENT})
         job = await stack.api.wait_terminal(job_id)
         assert job["status"] == "completed", job
+        assert job["traceId"] == INCOMING_TRACE  # §15.3: the job links to this trace
         names = {
             "POST /v1/fetcher",
             "validate job",

@@ -128,6 +128,11 @@ class Job(ApiObject):
         return self._text("createdBy")
 
     @property
+    def trace_id(self) -> str | None:
+        """§15.3: the trace of the request that created the job; None when not traced."""
+        return self._text("traceId")
+
+    @property
     def truncated(self) -> tuple[str, ...]:
         value = self._data.get("truncated")
         return tuple(str(v) for v in value) if isinstance(value, list) else ()

@@ -191,6 +191,7 @@ class JobResponse(TypedDict):
     completedAt: NotRequired[str]
     createdBy: NotRequired[str]
     result: NotRequired[JobResult]
+    traceId: NotRequired[str | None]
 
 
 class JobListItem(TypedDict):
@@ -211,6 +212,7 @@ class JobListItem(TypedDict):
     completedAt: NotRequired[str]
     createdBy: NotRequired[str]
     result: NotRequired[JobResult]
+    traceId: NotRequired[str | None]
     truncated: NotRequired[list[str]]
 
 

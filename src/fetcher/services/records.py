@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Literal
 
-from fetcher.services.trace_context import valid_traceparent, valid_tracestate
+from fetcher.services.trace_context import valid_trace_id, valid_traceparent, valid_tracestate
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -142,6 +142,13 @@ class JobRecord:
     tenant: str = ""
     #: §12.4: the token ``sub`` that created it (``None`` with ``AUTH_MODE=none``).
     created_by: str | None = None
+    #: §15.3: the W3C trace ID (32 lowercase hex) of the sampled request span that created
+    #: it; ``None`` when that request was not traced.
+    trace_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.trace_id is not None and not valid_trace_id(self.trace_id):
+            raise ValueError("trace_id is not a W3C trace ID")
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,8 @@ from fetcher.services.records import (
 )
 
 __all__ = [
+    "Backlog",
+    "BacklogReader",
     "ConnectionLookup",
     "ConnectionStore",
     "FeedStore",
@@ -447,4 +449,26 @@ class CredentialRekeying(Protocol):
         """Replace the row's two ciphertexts and its key version, only while the row still has
         ``record``'s version (a concurrent PATCH that re-encrypted it wins). ``False``: it
         changed meanwhile."""
+
+
+# -- backlog gauges (§15.2, issue 36) ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """What waits, across every tenant: pending jobs and unpublished outbox rows, each with
+    the ``created_at`` of its oldest (``None`` when there is none)."""
+
+    pending_jobs: int
+    oldest_pending_at: datetime | None
+    unsent_events: int
+    oldest_unsent_at: datetime | None
+
+
+class BacklogReader(Protocol):
+    """The §15.2 backlog gauges, read at each ``/metrics`` scrape. Errors as the other roles."""
+
+    async def backlog(self) -> Backlog:
+        """Counts and oldest ``created_at`` of ``pending`` jobs and of outbox rows without
+        ``sent_at``, in one read-only round trip per table; served by existing indexes."""
         ...

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["valid_traceparent", "valid_tracestate"]
+__all__ = ["valid_trace_id", "valid_traceparent", "valid_tracestate"]
 
 _TRACEPARENT: Final = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 _KEY: Final = r"(?:[a-z][_0-9a-z*/-]{0,255}|[a-z0-9][_0-9a-z*/-]{0,240}@[a-z][_0-9a-z*/-]{0,13})"
@@ -21,6 +21,14 @@ _VALUE: Final = r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x
 _MEMBER: Final = re.compile(f"{_KEY}={_VALUE}")
 _TRACESTATE_MAX_CHARS: Final = 512
 _TRACESTATE_MAX_MEMBERS: Final = 32
+
+
+_TRACE_ID: Final = re.compile(r"[0-9a-f]{32}")
+
+
+def valid_trace_id(value: object) -> bool:
+    """``value`` is a W3C trace ID: 32 lowercase hex digits, not all zero (§15.3)."""
+    return isinstance(value, str) and bool(_TRACE_ID.fullmatch(value)) and set(value) != {"0"}
 
 
 def valid_traceparent(value: object) -> bool:

@@ -40,6 +40,7 @@ __all__ = [
     "enable_tracing",
     "extracted_context",
     "mark_failed",
+    "sampled_trace_id",
     "span",
     "trace_headers",
     "with_trace_context",
@@ -166,3 +167,14 @@ def current_trace_ids() -> tuple[str, str] | None:
     if not context.is_valid:
         return None
     return format(context.trace_id, "032x"), format(context.span_id, "016x")
+
+
+def sampled_trace_id() -> str | None:
+    """§15.3: the current span's trace ID (32 lowercase hex) when tracing is on and the span
+    is sampled, so a trace with this ID reaches the collector; ``None`` otherwise."""
+    if not _state["enabled"]:
+        return None
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid or not context.trace_flags.sampled:
+        return None
+    return format(context.trace_id, "032x")

@@ -23,6 +23,7 @@ from fetcher.services.connections.internal_datasources import (
     parse_internal_tenants,
 )
 from fetcher.settings.auth import AuthMode, AuthSettings, hs256_key, is_loopback, jwks_url_ok
+from fetcher.settings.trace_link import valid_trace_url_template
 from fetcher.settings.tracing import TracingSettingRefused, TracingSettings, read_tracing_settings
 
 __all__ = [
@@ -130,6 +131,8 @@ class Settings:
     tracing: TracingSettings = field(default_factory=TracingSettings)
     #: ``ACCESS_LOG`` (issue 22): one info line per Manager HTTP request; default on.
     access_log: bool = True
+    #: §15.3 ``TRACE_URL_TEMPLATE``: the console's link to a job's trace (Manager, embedded).
+    trace_url_template: str | None = None
 
     @property
     def sqlite_path(self) -> str | None:
@@ -223,7 +226,15 @@ class _Reader:
             multi_tenant=multi_tenant,
             tracing=tracing,
             access_log=self.boolean("ACCESS_LOG", True),
+            trace_url_template=self._trace_url_template(mode),
         )
+
+    def _trace_url_template(self, mode: Mode) -> str | None:
+        """§15.3: read by the modes that serve the console; a malformed one refuses the start."""
+        raw = self.get("TRACE_URL_TEMPLATE") if mode is not Mode.WORKER else ""
+        if raw and not valid_trace_url_template(raw):
+            raise StartupRefused("invalid value for TRACE_URL_TEMPLATE")
+        return raw or None
 
     def _tracing(self, mode: Mode) -> TracingSettings:
         """Issue 22: ``TRACING_ENABLED`` and ``OTEL_*``; a malformed value refuses the start."""

@@ -20,6 +20,9 @@ pytestmark = pytest.mark.integration
 
 FETCHER = str(Path(sys.executable).with_name("fetcher"))
 ALL = [m.name for m in load_migrations("postgres")]
+#: The shipped versions (numbers are reserved per change, so they may have gaps) and the head.
+VERSIONS = [m.version for m in load_migrations("postgres")]
+HEAD = VERSIONS[-1]
 
 
 def url_of(conninfo: str) -> str:
@@ -72,9 +75,9 @@ def test_migrate_waits_for_the_migration_lock_a_starting_process_holds(dsn: str)
         out, err = process.communicate(timeout=60)
     assert process.returncode == 0, out + err
     assert out.splitlines() == [f"applied {name}" for name in ALL] + [
-        f"metadata store schema at version {len(ALL)} ({len(ALL)} migrations applied)"
+        f"metadata store schema at version {HEAD} ({len(ALL)} migrations applied)"
     ]
-    assert ledger(dsn) == list(range(1, len(ALL) + 1))
+    assert ledger(dsn) == VERSIONS
 
 
 def test_check_lists_the_pending_migrations_and_changes_nothing(dsn: str) -> None:
@@ -96,7 +99,7 @@ def test_check_lists_the_pending_migrations_and_changes_nothing(dsn: str) -> Non
     assert run(url_of(dsn))[0] == 0
     assert run(url_of(dsn), "--check") == (
         0,
-        f"metadata store schema at version {len(ALL)} (up to date)\n",
+        f"metadata store schema at version {HEAD} (up to date)\n",
         "",
     )
 
@@ -107,7 +110,7 @@ def test_a_version_only_a_newer_release_knows_is_named_on_stderr(dsn: str) -> No
         conn.execute("INSERT INTO schema_migrations VALUES (9001, '9001_from_the_future.sql')")
     code, out, err = run(url_of(dsn), "--check")
     assert code == 0
-    assert out == f"metadata store schema at version {len(ALL)} (up to date)\n"
+    assert out == f"metadata store schema at version {HEAD} (up to date)\n"
     assert "does not ship (9001)" in err
 
 

@@ -61,7 +61,12 @@ async def test_config_says_how_to_authenticate(make_harness: HarnessFactory) -> 
         "authMode": "none",
         "multiTenant": False,
         "tenantClaim": "tenantId",
+        "traceUrlTemplate": None,
     }
+    template = "https://tempo.example/trace/{traceId}?orgId=1"
+    linked = await make_harness(env={"TRACE_URL_TEMPLATE": template})
+    body = (await linked.client.get("/console/config.json")).json()
+    assert body["traceUrlTemplate"] == template
 
 
 async def test_the_console_is_not_in_the_api_document(h: Harness) -> None:

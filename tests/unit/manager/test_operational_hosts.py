@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from fetcher.services.operations.service import Operations
+from fetcher.services.store_roles import Backlog
 from fetcher.worker.health import create_health_app
 from tests.unit.manager.conftest import Harness
 
@@ -80,10 +81,10 @@ async def test_a_scrape_answers_whatever_the_store_raises(
     client = h.client if host == "manager" else worker
     assert "fetcher_outbox_pending 0.0" in (await client.get("/metrics")).text
 
-    async def failing() -> int:
+    async def failing() -> Backlog:
         raise RuntimeError("pool closed: server at db.internal:5432 went away")
 
-    monkeypatch.setattr(h.runtime.store, "count_unsent", failing)
+    monkeypatch.setattr(h.runtime.store, "backlog", failing)
     caplog.set_level(logging.WARNING, logger="fetcher.services.operations.service")
     response = await client.get("/metrics")
     assert response.status_code == 200
@@ -91,9 +92,7 @@ async def test_a_scrape_answers_whatever_the_store_raises(
     assert "fetcher_outbox_pending 0.0" in response.text
     assert "# TYPE fetcher_readyz_check_up gauge" in response.text
     [warning] = [r.getMessage() for r in caplog.records]
-    assert (
-        warning == "metrics: outbox count unavailable: pool closed: server at [redacted] went away"
-    )
+    assert warning == "metrics: backlog unavailable: pool closed: server at [redacted] went away"
 
 
 async def test_a_hanging_store_cannot_hold_a_scrape(
@@ -103,11 +102,11 @@ async def test_a_hanging_store_cannot_hold_a_scrape(
     last value."""
     h.runtime.metrics.outbox_pending.set(7)
 
-    async def hanging() -> int:
+    async def hanging() -> Backlog:
         await asyncio.sleep(30)
-        return 0
+        return Backlog(0, None, 0, None)
 
-    monkeypatch.setattr(h.runtime.store, "count_unsent", hanging)
+    monkeypatch.setattr(h.runtime.store, "backlog", hanging)
     loop = asyncio.get_running_loop()
     started = loop.time()
     reply = await Operations(h.runtime, budget=0.05).metrics()

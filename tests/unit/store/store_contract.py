@@ -25,7 +25,7 @@ from fetcher.services.records import (
     MetadataValue,
     OutboxEvent,
 )
-from fetcher.services.store_roles import ActiveDuplicateError, ConflictError
+from fetcher.services.store_roles import ActiveDuplicateError, Backlog, ConflictError
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 MS = timedelta(milliseconds=1)
@@ -604,6 +604,41 @@ class StoreContract:
         )
         assert [r.job_id for r in failed] == [records[3].id]
         assert await store.read_feed(after=seqs[-1], limit=10, tenant="", products=None) == []
+
+    async def test_a_job_keeps_its_trace_id(self, store: MetadataStore) -> None:
+        """§15.3: written with the job, read back by every job read, NULL when absent."""
+        traced = replace(job("h1"), trace_id=TRACEPARENT.split("-")[1])
+        untraced = job("h2")
+        await store.insert_job(traced)
+        await store.insert_job(untraced)
+        await store.claim_job(traced.id, T0)
+        assert await complete(store, traced.id, T0 + MS)
+        got = await store.get_job(traced.id, tenant="")
+        assert got is not None
+        assert got.trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
+        missing = await store.get_job(untraced.id, tenant="")
+        assert missing is not None
+        assert missing.trace_id is None
+        with pytest.raises(ValueError, match="trace_id"):
+            replace(untraced, trace_id="4BF92F3577B34DA6A3CE929D0E0E4736")
+
+    async def test_backlog_counts_pending_jobs_and_unsent_rows_with_their_oldest(
+        self, store: MetadataStore
+    ) -> None:
+        """§15.2 gauges: only ``pending`` jobs and rows without ``sent_at``, every tenant."""
+        assert await store.backlog() == Backlog(0, None, 0, None)
+        older, newer = job("h1", created=T0), job("h2", created=T0 + 5 * MS)
+        other_tenant = replace(job("h3", created=T0 + 9 * MS), tenant="acme")
+        for record in (newer, older, other_tenant):
+            await store.insert_job(record)
+        running = job("h4", created=T0 - MS)
+        await store.insert_job(running)
+        await store.claim_job(running.id, T0)
+        assert await complete(store, running.id, T0 + 2 * MS)  # its event row is unsent
+        assert await store.backlog() == Backlog(3, T0, 1, T0 + 2 * MS)
+        async with store.claim_unsent(created_before=T0 + 1000 * MS, limit=10) as batch:
+            await batch.mark_sent([r.ce_id for r in batch.rows], T0 + 3 * MS)
+        assert await store.backlog() == Backlog(3, T0, 0, None)
 
     async def test_outbox_row_keeps_its_trace_context(self, store: MetadataStore) -> None:
         """Issue 22: the terminal transition's trace context is stored with the row, read

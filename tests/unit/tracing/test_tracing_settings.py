@@ -7,6 +7,7 @@ import pytest
 
 from fetcher.settings import Settings, StartupRefused
 from fetcher.settings import tracing as settings_tracing
+from tests.unit.settings.test_startup_refusals import WORKER
 
 KEY = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8="
 EMBEDDED = {"FETCHER_MODE": "embedded", "APP_ENC_KEY": KEY}
@@ -120,3 +121,36 @@ def test_access_log_switch() -> None:
     with pytest.raises(StartupRefused) as caught:
         Settings.from_env({**EMBEDDED, "ACCESS_LOG": "off"})
     assert caught.value.reason == "invalid value for ACCESS_LOG"
+
+
+def test_trace_url_template_is_read_by_the_console_modes() -> None:
+    """§15.3: unset is ``None``; a valid template is kept as given; the Worker serves no
+    console and does not read it."""
+    assert Settings.from_env(EMBEDDED).trace_url_template is None
+    template = "https://tempo.example/trace/{traceId}?orgId=1"
+    given = {**EMBEDDED, "TRACE_URL_TEMPLATE": template}
+    assert Settings.from_env(given).trace_url_template == template
+    worker = {**WORKER, "TRACE_URL_TEMPLATE": "not a template"}
+    assert Settings.from_env(worker).trace_url_template is None
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "https://tempo.example/trace/",  # no placeholder
+        "https://tempo.example/{traceId}/{traceId}",  # twice
+        "https://tempo.example/{traceid}",  # not the placeholder
+        "https://tempo.example/{traceId}/{spanId}",  # another brace
+        "ftp://tempo.example/{traceId}",
+        "javascript:alert(1)//{traceId}",
+        "/trace/{traceId}",  # not absolute
+        "https://user:pw@tempo.example/{traceId}",  # credentials
+        "https://tempo.example:99999/{traceId}",
+        "https://tempo.example/a b/{traceId}",
+        "https://tempo.example/" + "a" * 2048 + "{traceId}",
+    ],
+)
+def test_a_malformed_trace_url_template_refuses_the_start(template: str) -> None:
+    with pytest.raises(StartupRefused) as caught:
+        Settings.from_env({**EMBEDDED, "TRACE_URL_TEMPLATE": template})
+    assert caught.value.reason == "invalid value for TRACE_URL_TEMPLATE"

@@ -60,7 +60,7 @@ JOB_COLUMNS = (
     "id, status, request_hash, dedup_active, mapped_fields_json, filters_json, limits_json, "
     "metadata_json, connection_ids_json, result_path, result_hmac, result_summary_json, "
     "result_key_version, error, request_id, "
-    "created_at, started_at, completed_at, updated_at, tenant_id, created_by, product"
+    "created_at, started_at, completed_at, updated_at, tenant_id, created_by, product, trace_id"
 )
 #: §12.5: columns a connection write never changes (an update keeps the row's tenant).
 CONNECTION_FIXED = frozenset(
@@ -239,6 +239,7 @@ def job_params(record: JobRecord, ts: Callable[[datetime], Any]) -> dict[str, An
         "tenant_id": record.tenant,
         "created_by": record.created_by,
         "product": normalized_source(record.metadata_json),
+        "trace_id": record.trace_id,
     }
 
 
@@ -269,6 +270,7 @@ def job_from_row(row: Mapping[str, Any], ts: TimestampReader) -> JobRecord:
         updated_at=ts(row["updated_at"]),
         tenant=row["tenant_id"],
         created_by=row["created_by"],
+        trace_id=row["trace_id"],
     )
 
 

@@ -44,7 +44,13 @@ from fetcher.services.records import (
     OutboxEvent,
     OutboxRow,
 )
-from fetcher.services.store_roles import JobSearchQuery, ListedJob, MigrationStatus, StoreError
+from fetcher.services.store_roles import (
+    Backlog,
+    JobSearchQuery,
+    ListedJob,
+    MigrationStatus,
+    StoreError,
+)
 
 __all__ = ["SqlMetadataStore", "StepRunner"]
 
@@ -363,6 +369,19 @@ class SqlMetadataStore(AsyncResource):
     async def count_unsent(self) -> int:
         row = await self._first(q.COUNT_UNSENT)
         return 0 if row is None else int(row["n"])
+
+    async def backlog(self) -> Backlog:
+        jobs = await self._first(q.PENDING_BACKLOG)
+        events = await self._first(q.UNSENT_BACKLOG)
+
+        def count(row: Row | None) -> int:
+            return 0 if row is None else int(row["n"])
+
+        def oldest(row: Row | None) -> datetime | None:
+            value = None if row is None else row["oldest"]
+            return None if value is None else self.dialect.read_ts(value)
+
+        return Backlog(count(jobs), oldest(jobs), count(events), oldest(events))
 
 
 _CUT_MEMBERS: tuple[tuple[str, Literal["mappedFields", "filters", "metadata"]], ...] = (

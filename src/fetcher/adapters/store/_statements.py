@@ -40,6 +40,13 @@ _LIVE_CONNECTION = "tenant_id = :tenant AND deleted_at IS NULL"
 
 PING = Statement("SELECT 1 AS ok")
 COUNT_UNSENT = Statement("SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL")
+#: §15.2 backlog gauges, across every tenant.
+PENDING_BACKLOG = Statement(
+    "SELECT count(*) AS n, min(created_at) AS oldest FROM jobs WHERE status = 'pending'"
+)
+UNSENT_BACKLOG = Statement(
+    "SELECT count(*) AS n, min(created_at) AS oldest FROM outbox WHERE sent_at IS NULL"
+)
 
 
 def _marks(names: Collection[str]) -> str:

@@ -5,7 +5,7 @@
 // it. In multi-tenant mode the session holds one token per tenant (the API takes the tenant
 // from the token, §12.5); the picked tenant's token is sent, with `X-Tenant-ID` naming it.
 
-const session = { config: { authMode: "none", multiTenant: false, tenantClaim: "tenantId" } };
+const session = { config: { authMode: "none", multiTenant: false, tenantClaim: "tenantId", traceUrlTemplate: null } };
 const tokens = new Map(); // tenant label -> token
 let current = null; // the picked tenant label
 

@@ -3,7 +3,7 @@
 // 2 s while a listed job runs, every 5 s otherwise, so a new job shows without a reload); a
 // job's page until the job ends. Nothing is requested while the tab is hidden.
 
-import { download, request } from "./api.js";
+import { config, download, request } from "./api.js";
 import { append, badge, duration, facts, h, jsonBlock, replace, table, when } from "./dom.js";
 import { eventsOfJob } from "./feed.js";
 import { failureBox } from "./view.js";
@@ -207,6 +207,18 @@ function eventRows(events) {
   ]);
 }
 
+const TRACE_ID = /^[0-9a-f]{32}$/;
+
+/** §15.3: the job's trace ID, a link when TRACE_URL_TEMPLATE is set; "not traced" when null. */
+function traceLink(job) {
+  const id = job.traceId;
+  if (typeof id !== "string" || !TRACE_ID.test(id)) return h("span", { class: "muted", id: "trace-id" }, "not traced");
+  const template = config().traceUrlTemplate;
+  if (typeof template !== "string") return h("span", { class: "mono", id: "trace-id" }, id);
+  const href = template.replace("{traceId}", id);
+  return h("a", { class: "mono", id: "trace-id", href, target: "_blank", rel: "noopener noreferrer" }, id);
+}
+
 function jobFacts(job) {
   return facts([
     ["Status", badge(job.status)],
@@ -216,6 +228,7 @@ function jobFacts(job) {
     ["Completed", when(job.completedAt)],
     ["Took", job.completedAt ? duration(job.createdAt, job.completedAt) : ""],
     ["Created by", job.createdBy],
+    ["Trace", traceLink(job)],
     ["Request hash", h("span", { class: "mono" }, job.requestHash)],
     ["Result path", job.resultPath ? h("span", { class: "mono", id: "result-path" }, job.resultPath) : ""],
     ["Result HMAC", job.resultHmac ? h("span", { class: "mono" }, job.resultHmac) : ""],

@@ -10,7 +10,8 @@ module only serves its files; every piece of data it shows comes from the public
   is the §2.1 unknown route (404 FET-0005).
 * ``GET /console/config.json``: what the page needs to know before its first API call: the
   authentication mode (``jwt``: ask for a token), multi-tenant mode and the tenant claim's name
-  (to label the tenant picker). No secret, nothing a request can influence.
+  (to label the tenant picker), and ``TRACE_URL_TEMPLATE`` (§15.3, ``null`` when unset) to
+  link a job's trace. No secret, nothing a request can influence.
 * Every answer carries a strict Content-Security-Policy: scripts, styles, images and requests
   only from this origin, no inline script or style, no ``eval``, never framed; plus
   ``nosniff`` and ``no-referrer``. So even a rendering bug could not load or send anything
@@ -100,12 +101,13 @@ async def console_page() -> Response:
 @router.get(f"{CONSOLE_PATH}/config.json")
 async def console_config(runtime: RuntimeDep) -> Response:
     """How the page should authenticate: ``authMode`` ``none``/``jwt``, ``multiTenant`` and
-    the claim that names a token's tenant (§12.5)."""
+    the claim that names a token's tenant (§12.5); ``traceUrlTemplate`` (§15.3)."""
     settings = runtime.settings
     body = {
         "authMode": "jwt" if settings.auth.enabled else "none",
         "multiTenant": settings.multi_tenant,
         "tenantClaim": settings.auth.tenant_claim,
+        "traceUrlTemplate": settings.trace_url_template,
     }
     return Response(json.dumps(body), media_type="application/json", headers=_SECURITY_HEADERS)
 

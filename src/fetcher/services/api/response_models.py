@@ -7,7 +7,7 @@ model (members left out are omitted, as the contract's omitted-when-empty member
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -164,6 +164,12 @@ class JobResponse(_Strict):
     createdBy: str | None = None
     #: §14.1: only when ``completed``.
     result: JobResult | None = None
+    #: §15.3: the W3C trace ID of the request that created it; ``null`` when not traced.
+    traceId: str | None = Field(
+        pattern="^[0-9a-f]{32}$",
+        description="The W3C trace ID of the request that created the job; null when it "
+        "was not traced (tracing off, or not sampled).",
+    )
 
 
 # --- operational and feed (§2.10, §2.12) --------------------------------------------------
@@ -209,8 +215,11 @@ class FeedPage(_Strict):
     next: str
 
 
-def shape(model: type[BaseModel], values: Mapping[str, object]) -> dict[str, Any]:
+def shape(
+    model: type[BaseModel], values: Mapping[str, object], *, keep_null: Collection[str] = ()
+) -> dict[str, Any]:
     """The body of ``model`` from ``values`` (keys as on the wire): ``None`` members are left
-    out, the rest checked against the model and returned in its declared order."""
-    present = {key: value for key, value in values.items() if value is not None}
+    out (except those named in ``keep_null``, sent as ``null``), the rest checked against the
+    model and returned in its declared order."""
+    present = {key: value for key, value in values.items() if value is not None or key in keep_null}
     return model.model_validate(present).model_dump(by_alias=True, exclude_unset=True)

@@ -19,6 +19,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from fetcher.crypto import HmacStream, KeySet, ObjectEncryptor, Redactor
@@ -46,7 +47,7 @@ from fetcher.services.infrastructure import ObjectStore, ObjectWriter
 from fetcher.services.jobs.failure_summary import FailureSummary, summarise_failure
 from fetcher.services.jobs.result_summary import summary_json
 from fetcher.services.log_context import bind_log_context, id_list, log_context
-from fetcher.services.metrics import Metrics
+from fetcher.services.metrics import Metrics, category_label, engine_label
 from fetcher.services.records import JobRecord
 from fetcher.services.store_roles import ConnectionLookup, JobStore
 from fetcher.services.timeutil import SystemClock
@@ -171,8 +172,12 @@ class ExtractionService:
         Returns the terminal status written (or ``"lost"`` when the job vanished). Every line
         logged meanwhile carries the job's ID, product and connection IDs.
         """
-        with log_context(job_id=job_id), span("run job", attributes={"fetcher.job_id": job_id}):
-            return await self._run_claimed(job_id, tenant)
+        self.metrics.jobs_in_flight.inc()
+        try:
+            with log_context(job_id=job_id), span("run job", attributes={"fetcher.job_id": job_id}):
+                return await self._run_claimed(job_id, tenant)
+        finally:
+            self.metrics.jobs_in_flight.dec()
 
     async def _run_claimed(self, job_id: str, tenant: str) -> str:
         loop = asyncio.get_running_loop()
@@ -184,9 +189,15 @@ class ExtractionService:
         product = str(json.loads(job.metadata_json).get("source", "")).strip().lower()
         bind_log_context(product=product, connection_id=id_list(job.connection_ids.values()))
         log.info("extraction started")
+        if job.started_at is not None:  # §15.2 wait: creation → this claim
+            self.metrics.job_wait.observe(
+                max(0.0, (job.started_at - job.created_at).total_seconds())
+            )
+        _failure_category.set(None)
         known: dict[str, ConnectionDescriptor] = {}
+        resolved: Mapping[str, ConnectionDescriptor] = known  # internal ones too, once resolved
         try:
-            connections = await self._resolve(job, known)
+            resolved = connections = await self._resolve(job, known)
             request = self._request(job)
             status = await self._extract_and_complete(job, request, connections)
         except EngineError as exc:
@@ -198,7 +209,24 @@ class ExtractionService:
             status = await self._fail(job, INTERNAL_ERROR)
         self.metrics.jobs_finished.labels(status).inc()
         self.metrics.job_duration.observe(loop.time() - started)
+        self._observe_outcome(status, product, resolved, loop.time() - started)
         return status
+
+    def _observe_outcome(
+        self,
+        status: str,
+        product: str,
+        connections: Mapping[str, ConnectionDescriptor],
+        seconds: float,
+    ) -> None:
+        """§15.2: the terminal job by bounded product, engine and category, and its run time."""
+        if status not in ("completed", "failed"):
+            return
+        engine = engine_label(d.type.value for d in connections.values())
+        category = category_label(_failure_category.get() if status == "failed" else None)
+        labels = (status, self.metrics.product_label(product), engine, category)
+        self.metrics.job_outcomes.labels(*labels).inc()
+        self.metrics.job_run.labels(engine).observe(seconds)
 
     async def _failure_text(
         self, exc: EngineError, known: Mapping[str, ConnectionDescriptor]
@@ -415,6 +443,7 @@ class ExtractionService:
         now = self.clock.now()
         event = failed_event(self.events, job.id, job.metadata_json, error, now, tenant=job.tenant)
         summary = summarise_failure(error)  # §4.5's text stays on the job and its event
+        _failure_category.set(summary.category)
         mark_failed(current_span(), summary.message, summary.category)
         with span("record job.failed"):
             done = await self.store.fail_job(
@@ -435,6 +464,12 @@ class ExtractionService:
             extra={**LOG_REDACTED, "error_category": summary.category},
         )
         return "lost"
+
+
+#: The §4.5 category of the failure :meth:`ExtractionService._fail` recorded for the job the
+#: current task runs (reset when a run starts; a coroutine's awaits share its context, so
+#: ``_run_claimed`` reads what its own ``_fail`` set, and concurrent jobs never see each other's).
+_failure_category: ContextVar[str | None] = ContextVar("fetcher_failure_category", default=None)
 
 
 def log_job_failed(summary: FailureSummary, job_id: str | None = None) -> None:

@@ -38,6 +38,7 @@ from fetcher.services.timeutil import SystemClock, format_ms, new_id
 from fetcher.services.tracing import (
     DB_SYSTEM,
     SpanKind,
+    sampled_trace_id,
     span,
     trace_headers,
     with_trace_context,
@@ -77,7 +78,9 @@ def job_response(job: JobRecord) -> dict[str, object]:
             "completedAt": format_ms(job.completed_at) if terminal and job.completed_at else None,
             "createdBy": job.created_by,
             "result": result_member(job),
+            "traceId": job.trace_id,
         },
+        keep_null=("traceId",),  # §15.3: null when the job's request was not traced
     )
 
 
@@ -249,6 +252,7 @@ class JobService:
             updated_at=now,
             tenant=principal.tenant,
             created_by=principal.sub,
+            trace_id=sampled_trace_id(),  # §15.3: the request span is current here
         )
 
     async def _publish(self, job: JobRecord, request_id: str) -> None:

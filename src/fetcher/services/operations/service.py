@@ -14,10 +14,11 @@ module lives below both hosts (the hosts never import one another) and knows no 
   any other ``404 FET-1081`` ``tenant not found``. Tenants are not registered anywhere (a
   tenant exists by carrying tokens), so any well-formed ID is one, and the checks are the
   process's own: every tenant shares its store, broker and keys source.
-* ``GET /metrics``: the exposition format 0.0.4, ``fetcher_outbox_pending`` read at scrape time.
-  A scrape always answers: the count is bounded by the readiness check budget, and a store
+* ``GET /metrics``: the exposition format 0.0.4, the backlog gauges (``fetcher_outbox_pending``
+  of §2.11 and the pending-job and oldest-age gauges of §15.2) read at scrape time.
+  A scrape always answers: the read is bounded by the readiness check budget, and a store
   failure of any kind (not only :class:`StoreUnavailableError`: a driver error or a closed
-  pool during drain as well) is logged, redacted, and leaves the gauge at its last value.
+  pool during drain as well) is logged, redacted, and leaves the gauges at their last values.
   Monitoring must keep seeing the other series exactly when the store is in trouble.
 * ``GET /version``: ``{"version":"<package version>"}``.
 """
@@ -28,6 +29,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Protocol
 
@@ -43,6 +45,7 @@ from fetcher.services.operations.readiness import (
     ReadinessProbe,
     readiness_report,
 )
+from fetcher.services.store_roles import Backlog
 
 __all__ = [
     "JSON",
@@ -83,8 +86,8 @@ class _Settings(Protocol):
     def multi_tenant(self) -> bool: ...
 
 
-class _OutboxCounter(Protocol):
-    async def count_unsent(self) -> int: ...
+class _BacklogReader(Protocol):
+    async def backlog(self) -> Backlog: ...
 
 
 class OperationalRuntime(Protocol):
@@ -99,7 +102,7 @@ class OperationalRuntime(Protocol):
     @property
     def metrics(self) -> Metrics: ...
     @property
-    def store(self) -> _OutboxCounter: ...
+    def store(self) -> _BacklogReader: ...
 
 
 @dataclass(frozen=True)
@@ -173,14 +176,28 @@ class Operations:
         metrics = self._runtime.metrics
         try:
             async with asyncio.timeout(self._budget):
-                metrics.outbox_pending.set(await self._runtime.store.count_unsent())
+                backlog = await self._runtime.store.backlog()
         except TimeoutError:
-            log.warning("metrics: outbox count timed out after %gs", self._budget)
+            log.warning("metrics: backlog read timed out after %gs", self._budget)
         except Exception as exc:  # any failure: the scrape still answers (module docstring)
             detail = self._redactor.redact(str(exc) or type(exc).__name__)
-            log.warning("metrics: outbox count unavailable: %s", detail, extra=LOG_REDACTED)
+            log.warning("metrics: backlog unavailable: %s", detail, extra=LOG_REDACTED)
+        else:
+            _set_backlog(metrics, backlog, datetime.now(UTC))
         return Reply(200, generate_latest(metrics.registry), CONTENT_TYPE_PLAIN_0_0_4)
 
     @staticmethod
     def version() -> Reply:
         return _json({"version": __version__})
+
+
+def _set_backlog(metrics: Metrics, backlog: Backlog, now: datetime) -> None:
+    """The §2.11/§15.2 backlog gauges; an age is 0 when nothing waits (never negative)."""
+
+    def age(oldest: datetime | None) -> float:
+        return 0.0 if oldest is None else max(0.0, (now - oldest).total_seconds())
+
+    metrics.outbox_pending.set(backlog.unsent_events)
+    metrics.outbox_oldest_age.set(age(backlog.oldest_unsent_at))
+    metrics.jobs_pending.set(backlog.pending_jobs)
+    metrics.oldest_pending_age.set(age(backlog.oldest_pending_at))
