@@ -110,6 +110,8 @@ def test_demo_removes_its_folder_and_never_prints_a_given_master_key(tmp_path: P
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr
     assert "demo finished: every step passed." in run.stdout
+    # The walk's output is the demo's own: no client request lines between its steps.
+    assert '"logger": "httpx"' not in run.stdout + run.stderr
     assert MASTER_KEY not in run.stdout + run.stderr
     assert leftovers(tmp_path) == []
 

@@ -43,7 +43,7 @@ from fetcher.crypto import Redactor
 from fetcher.services.log_context import current_log_context
 from fetcher.services.tracing import current_trace_ids
 
-__all__ = ["PAYLOAD_LOGGERS", "JsonFormatter", "OwnDebugOnly", "configure_logging"]
+__all__ = ["PAYLOAD_LOGGERS", "QUIET_LOGGERS", "JsonFormatter", "OwnDebugOnly", "configure_logging"]
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -89,6 +89,13 @@ PAYLOAD_LOGGERS = (
     "python_multipart",
     "asyncio",
 )
+
+
+#: Loggers whose ``INFO`` lines repeat what Fetcher already writes: uvicorn's access line (the
+#: ``fetcher.access`` line replaces it) and httpx's ``HTTP Request: …`` line per client call
+#: (``fetcher demo`` and the SDK inside a process; the Manager logs each request it answers).
+#: Their warnings and errors still pass.
+QUIET_LOGGERS = ("uvicorn.access", "httpx")
 
 
 def _timestamp(created: float) -> str:
@@ -147,7 +154,7 @@ def configure_logging(level: str, redactor: Redactor, env_name: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS.get(level.lower(), logging.INFO))
-    for noisy in ("uvicorn.access",):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     for payloads in PAYLOAD_LOGGERS:
         logging.getLogger(payloads).setLevel(logging.INFO)
+    for noisy in QUIET_LOGGERS:
+        logging.getLogger(noisy).setLevel(logging.WARNING)

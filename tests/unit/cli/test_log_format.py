@@ -188,6 +188,9 @@ def test_configured_logging_caps_payload_loggers_at_info() -> None:
         for name in ("aiormq", "aio_pika", "pamqp", "pymongo", "aiosqlite", "botocore"):
             assert name in PAYLOAD_LOGGERS
             assert not logging.getLogger(f"{name}.x").isEnabledFor(logging.DEBUG), name
+        # httpx's one INFO line per client request (fetcher demo's own calls) stays out.
+        assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+        assert logging.getLogger("httpx").isEnabledFor(logging.WARNING)
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
