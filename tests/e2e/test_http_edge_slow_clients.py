@@ -19,7 +19,7 @@ from tests.e2e.test_http_edge_requests import Embedded, embedded_process
 #: §13: the header deadline, and the generous bound the attack must be cut by.
 HEADER_DEADLINE = 10.0
 CLOSED_BY = 13.0
-REQUEST_HEAD = b"GET /health HTTP/1.1\r\nHost: fetcher\r\nX-Padding: " + b"a" * 40 + b"\r\n\r\n"
+REQUEST_HEAD = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 40 + b"\r\n\r\n"
 
 
 @pytest.fixture(scope="module")
