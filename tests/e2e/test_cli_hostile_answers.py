@@ -384,8 +384,10 @@ def test_result_get_never_writes_a_result_whose_hmac_does_not_verify(tmp_path: P
     out = tmp_path / "out.json"
     with HostileHttpServer({f"/v1/fetcher/{JOB_ID}": Answer.json(job)}) as server:
         env = cli_env(tmp_path)
-        run = fetcher(env, "result", "get", JOB_ID, "--api", server.url, "-o", str(out))
-        to_stdout = fetcher(env, "result", "get", JOB_ID, "--api", server.url)
+        # the job's object is read from the bucket (here a local folder), not the download route
+        bucket = ("--api", server.url, "--from-bucket")
+        run = fetcher(env, "result", "get", JOB_ID, *bucket, "-o", str(out))
+        to_stdout = fetcher(env, "result", "get", JOB_ID, *bucket)
     assert run.code == 3, run.stderr
     assert "result HMAC does not match; nothing was written" in run.stderr
     assert not out.exists()
