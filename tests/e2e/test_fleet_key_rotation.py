@@ -211,7 +211,7 @@ async def test_rotating_the_master_key_one_process_at_a_time_while_jobs_run(
         assert signed_with == {"1", "2"}
 
         stored = stack.metadata.records("SELECT encryption_key_version FROM connections")
-        assert stored and {r["encryption_key_version"] for r in stored} == {"2"}, stored
+        assert {r["encryption_key_version"] for r in stored} == {"2"}, stored
         for process in stack.launcher.started:
             stack.launcher.assert_no_secrets(process)
         assert new_key not in "".join(p.logs() for p in stack.launcher.started)
