@@ -30,7 +30,7 @@ CONN_READ, CONN_WRITE = "fetcher:connections:read", "fetcher:connections:write"
 JOBS_READ, JOBS_WRITE = "fetcher:jobs:read", "fetcher:jobs:write"
 EVENTS_READ = "fetcher:events:read"
 RESULTS_READ = "fetcher:results:read"
-TERMINAL = frozenset({"completed", "failed"})
+TERMINAL = frozenset({"completed", "failed", "canceled"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ __all__ = [
     "VersionBody",
 ]
 
-JobStatus = Literal["pending", "processing", "completed", "failed"]
+JobStatus = Literal["pending", "processing", "completed", "failed", "canceled"]
 MappedFields = dict[str, dict[str, list[str]]]
 
 

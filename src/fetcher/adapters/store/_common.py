@@ -73,8 +73,8 @@ TENANT_MIGRATION = 2
 BACKFILL_BATCH = 500
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-_JOB_STATUSES = frozenset({"pending", "processing", "completed", "failed"})
-_EVENT_TYPES = frozenset({"completed", "failed"})
+_JOB_STATUSES = frozenset({"pending", "processing", "completed", "failed", "canceled"})
+_EVENT_TYPES = frozenset({"completed", "failed", "canceled"})
 
 TimestampReader = Callable[[Any], datetime]
 
@@ -243,14 +243,18 @@ def job_params(record: JobRecord, ts: Callable[[datetime], Any]) -> dict[str, An
     }
 
 
-def job_from_row(row: Mapping[str, Any], ts: TimestampReader) -> JobRecord:
-    """A :class:`JobRecord` from a row of :data:`JOB_COLUMNS`."""
-    status = row["status"]
+def job_status(status: Any) -> JobStatus:
+    """A stored status, refused when it is not one of §4.1/§14.4."""
     if status not in _JOB_STATUSES:
         raise ValueError(f"unknown job status in store: {status!r}")
+    return cast(JobStatus, status)
+
+
+def job_from_row(row: Mapping[str, Any], ts: TimestampReader) -> JobRecord:
+    """A :class:`JobRecord` from a row of :data:`JOB_COLUMNS`."""
     return JobRecord(
         id=row["id"],
-        status=cast(JobStatus, status),
+        status=job_status(row["status"]),
         request_hash=row["request_hash"],
         dedup_active=bool(row["dedup_active"]),
         mapped_fields_json=row["mapped_fields_json"],

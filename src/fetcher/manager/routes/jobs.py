@@ -69,6 +69,22 @@ async def get_job(request: Request, runtime: RuntimeDep, principal: JobsRead) ->
     return json_response(await runtime.jobs.get(job_id, principal=principal))
 
 
+@router.post(
+    "/{id}/cancel",
+    summary="Cancel a pending or processing job",
+    responses={
+        200: {"model": JobResponse, "description": "The job, now canceled"},
+        **error_responses(400, 404, 409),
+    },
+    openapi_extra={"parameters": [JOB_ID]},
+)
+async def cancel_job(request: Request, runtime: RuntimeDep, principal: JobsWrite) -> Response:
+    """§14.4: 200 with the canceled job; 404 FET-1001 as for get; 409 FET-1104 when the job is
+    already terminal."""
+    job_id = parse_job_id(request.path_params["id"])
+    return json_response(await runtime.jobs.cancel(job_id, principal=principal))
+
+
 @router.get(
     "",
     summary="List and search jobs",

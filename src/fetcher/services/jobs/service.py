@@ -23,7 +23,7 @@ from fetcher.services.api.response_models import JobAccepted, JobResponse, shape
 from fetcher.services.connections.directory import ConnectionDirectory, not_found
 from fetcher.services.connections.tester import ConnectionTester
 from fetcher.services.errors import ApiError
-from fetcher.services.events.job_events import EventContext, failed_event
+from fetcher.services.events.job_events import EventContext, canceled_event, failed_event
 from fetcher.services.infrastructure import WorkPublisher
 from fetcher.services.jobs.result_summary import result_member
 from fetcher.services.jobs.validation import ValidatedJob, validate_job_request
@@ -61,7 +61,7 @@ def job_response(job: JobRecord) -> dict[str, object]:
     if job.status == "failed" and job.error is not None:
         metadata["error"] = job.error
     completed = job.status == "completed"
-    terminal = job.completed_at is not None and job.status in ("completed", "failed")
+    terminal = job.completed_at is not None and job.status in ("completed", "failed", "canceled")
     return shape(
         JobResponse,
         {
@@ -119,6 +119,25 @@ class JobService:
         if job is None or not principal.may_act_for(normalized_source(job.metadata_json)):
             raise not_found("job")
         return job_response(job)
+
+    async def cancel(self, job_id: str, *, principal: Principal) -> dict[str, object]:
+        """§14.4: ``pending``/``processing`` → ``canceled`` by one compare-and-set with its
+        ``job.canceled`` outbox row; a processing job's Worker sees the status and stops.
+        The job is found as by :meth:`get`; a terminal one → ``409 FET-1104``."""
+        job = await self.store.get_job(job_id, tenant=principal.tenant)
+        if job is None or not principal.may_act_for(normalized_source(job.metadata_json)):
+            raise not_found("job")
+        now = self.clock.now()
+        event = canceled_event(self.events, job.id, job.metadata_json, now, tenant=job.tenant)
+        if not await self.store.cancel_job(
+            job.id, canceled_at=now, event=with_trace_context(event)
+        ):
+            current = await self.store.get_job(job_id, tenant=principal.tenant)
+            status = current.status if current is not None else job.status
+            raise not_cancelable(status)
+        log.info("job canceled", extra={"job_id": job.id, "from_status": job.status})
+        canceled = await self.store.get_job(job_id, tenant=principal.tenant)
+        return job_response(canceled if canceled is not None else job)
 
     async def create(
         self, body: Mapping[str, object], *, request_id: str, principal: Principal
@@ -291,6 +310,13 @@ class JobService:
         }
         with span(f"send {self.work_queue}", kind=SpanKind.PRODUCER, attributes=attributes):
             await self.publisher.publish_work(body, {**headers, **trace_headers()})
+
+
+def not_cancelable(status: str) -> ApiError:
+    """§14.4: ``409 FET-1104`` for a job already in a terminal status."""
+    return ApiError(
+        "FET-1104", f"the job cannot be canceled: it is {status}", title="Job Not Cancelable"
+    )
 
 
 def _missing(message: str) -> ApiError:
