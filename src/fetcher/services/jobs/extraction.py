@@ -262,6 +262,7 @@ class ExtractionService:
             if status != "processing" and not watch.recording:
                 watch.stopped, watch.seen = True, status
                 work.cancel()
+                self.on_commit()  # the relay publishes the canceler's job.canceled row now
                 return
 
     def _observe_outcome(

@@ -1,0 +1,90 @@
+"""Cancel through the running Manager and Worker (issue 35 item 3, contract §14.4): a pending
+job is ``canceled`` at once and its work message does nothing; a processing job reading a slow
+PostgreSQL view is stopped by its Worker within 2 s; neither leaves an object or an unfinished
+upload, each is announced by exactly one ``job.canceled``, and a second cancel answers 409."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tests.e2e.conftest import E2E, SOURCE_CONFIG
+from tests.e2e.harness import (
+    Stack,
+    assert_envelope,
+    eventually,
+    slow_view_sql,
+)
+
+pytestmark = E2E
+
+#: 600 rows at 50 ms: half a minute of source time, far longer than the cancel takes.
+SLOW_VIEW = "public.cancel_slow"
+SLOW = {SOURCE_CONFIG: {SLOW_VIEW: ["id"]}}
+FAST = {SOURCE_CONFIG: {"public.accounts": ["id", "email"]}}
+#: §14.4: a processing job stops within 2 s of the cancel.
+STOP_WITHIN_SECONDS = 2.0
+
+
+async def _cancel(stack: Stack, job_id: str) -> tuple[int, dict[str, object]]:
+    response = await stack.api.http.post(f"{stack.api.base_url}/v1/fetcher/{job_id}/cancel")
+    body: dict[str, object] = response.json()
+    return response.status_code, body
+
+
+async def _one_canceled_event(stack: Stack, job_id: str) -> None:
+    event = await stack.broker.collector.wait_for(job_id, "job.canceled", within=60.0)
+    assert_envelope(stack, event, "canceled")
+    assert event.payload["status"] == "canceled"
+    await stack.broker.fence()
+    routing_keys = [e.routing_key for e in stack.broker.collector.for_job(job_id)]
+    assert routing_keys == ["job.canceled"]
+
+
+async def test_pending_job_is_canceled_at_once(stack: Stack) -> None:
+    """No Worker runs: the job is ``pending``; cancel answers 200 ``canceled``; a Worker then
+    started drops its message (the claim's CAS fails) and publishes the one event."""
+    job_id = await stack.api.submit(FAST)
+    assert (await stack.api.job(job_id))["status"] == "pending"
+    status, body = await _cancel(stack, job_id)
+    assert (status, body["status"]) == (200, "canceled"), body
+    assert body["completedAt"] is not None
+    async with stack.launcher.running_worker():
+        await _one_canceled_event(stack, job_id)
+        job = await stack.api.job(job_id)
+    assert job["status"] == "canceled"
+    assert "resultPath" not in job and job.get("result") is None
+    assert stack.results.keys_for(job_id) == []
+    status, body = await _cancel(stack, job_id)
+    assert (status, body["code"]) == (409, "FET-1104"), body
+    listed = await stack.api.http.get(
+        f"{stack.api.base_url}/v1/fetcher", params={"status": "canceled", "limit": 100}
+    )
+    assert listed.status_code == 200, listed.text
+    assert job_id in [item["id"] for item in listed.json()["items"]]
+
+
+async def test_processing_job_stops_within_two_seconds(stack: Stack) -> None:
+    """The Worker polls the job's status every 0.5 s while it waits on the slow view; once the
+    Manager canceled it, the run stops, the spools and the multipart upload are discarded."""
+    stack.source.execute(slow_view_sql(SLOW_VIEW, rows=600, seconds_per_row=0.05))
+    async with stack.launcher.running_worker() as worker:
+        job_id = await stack.api.submit(SLOW)
+
+        async def processing() -> bool | None:
+            return (await stack.api.job(job_id))["status"] == "processing" or None
+
+        await eventually(processing, "the Worker to claim the slow job", within=30.0)
+        await asyncio.sleep(1.0)  # well into the source's rows
+        status, body = await _cancel(stack, job_id)
+        asked = time.monotonic()
+        assert (status, body["status"]) == (200, "canceled"), body
+        await worker.wait_for_log("job canceled: extraction stopped", within=10.0)
+        stopped_after = time.monotonic() - asked
+        assert stopped_after < STOP_WITHIN_SECONDS, stopped_after
+        await _one_canceled_event(stack, job_id)
+        samples = await worker.metrics(stack.launcher.http)
+    assert samples.get('fetcher_jobs_finished_total{status="canceled"}') == 1.0
+    assert samples.get('fetcher_jobs_finished_total{status="completed"}', 0.0) == 0.0
+    assert (await stack.api.job(job_id))["status"] == "canceled"
+    assert stack.results.keys_for(job_id) == []
