@@ -53,7 +53,8 @@ async def test_pending_job_is_canceled_at_once(stack: Stack) -> None:
         await _one_canceled_event(stack, job_id)
         job = await stack.api.job(job_id)
     assert job["status"] == "canceled"
-    assert "resultPath" not in job and job.get("result") is None
+    assert "resultPath" not in job
+    assert job.get("result") is None
     assert stack.results.keys_for(job_id) == []
     status, body = await _cancel(stack, job_id)
     assert (status, body["code"]) == (409, "FET-1104"), body
