@@ -6,8 +6,15 @@ upload, each is announced by exactly one ``job.canceled``, and a second cancel a
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
+import pytest
+
+from fetcher.client import ApiError, AsyncFetcherClient
 from tests.e2e.conftest import E2E, SOURCE_CONFIG
 from tests.e2e.harness import (
     Stack,
@@ -89,3 +96,37 @@ async def test_processing_job_stops_within_two_seconds(stack: Stack) -> None:
     assert samples.get('fetcher_jobs_finished_total{status="completed"}', 0.0) == 0.0
     assert (await stack.api.job(job_id))["status"] == "canceled"
     assert stack.results.keys_for(job_id) == []
+
+
+def _cli(base_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    fetcher = Path(sys.executable).with_name("fetcher")
+    env = {"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8", "FETCHER_API_URL": base_url}
+    return subprocess.run(  # noqa: S603 - our own console script, fixed arguments
+        [str(fetcher), "jobs", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_sdk_and_cli_cancel(stack: Stack) -> None:
+    """``client.cancel(id)`` answers the canceled job and raises ``ApiError`` 409 FET-1104 the
+    second time; ``fetcher jobs cancel ID`` prints ``<id> canceled`` and, for a job that already
+    ended, one error line naming FET-1104 and exit 2."""
+    by_sdk, by_cli = await stack.api.submit(FAST), await stack.api.submit(FAST)
+    async with AsyncFetcherClient(stack.api.base_url) as client:
+        job = await client.cancel(by_sdk)
+        assert (job.id, job.status) == (by_sdk, "canceled")
+        with pytest.raises(ApiError) as refused:
+            await client.cancel(by_sdk)
+        assert (refused.value.status, refused.value.code) == (409, "FET-1104")
+    done = await asyncio.to_thread(_cli, stack.api.base_url, "cancel", by_cli)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{by_cli} canceled\n", "")
+    again = await asyncio.to_thread(_cli, stack.api.base_url, "cancel", by_cli)
+    assert again.returncode == 2
+    assert "FET-1104" in again.stderr, again.stderr
+    assert "it is canceled" in again.stderr, again.stderr
+    assert again.stdout == ""
+    assert (await stack.api.job(by_cli))["status"] == "canceled"
