@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fetcher.client import ApiError, AsyncFetcherClient
@@ -19,9 +21,11 @@ from tests.e2e.conftest import E2E, SOURCE_CONFIG
 from tests.e2e.harness import (
     Stack,
     assert_envelope,
+    embedded_fetcher,
     eventually,
     slow_view_sql,
 )
+from tests.sqlite_views import SLOW_SQLITE_VIEW
 
 pytestmark = E2E
 
@@ -130,3 +134,50 @@ async def test_sdk_and_cli_cancel(stack: Stack) -> None:
     assert "it is canceled" in again.stderr, again.stderr
     assert again.stdout == ""
     assert (await stack.api.job(by_cli))["status"] == "canceled"
+
+
+async def test_embedded_cancel_of_a_job_waiting_on_its_source(tmp_path: Path) -> None:
+    """Embedded mode (SQLite store, local objects, in-process broker): a job whose one query
+    never ends by itself is canceled while the source computes; the run stops within 2 s,
+    no file is left under the object directory, and the feed holds one ``job.canceled``."""
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    database = allowed / "slow.db"
+    with sqlite3.connect(database) as conn:
+        conn.executescript(SLOW_SQLITE_VIEW)
+    async with (
+        embedded_fetcher(tmp_path, SQLITE_ALLOWED_DIR=str(allowed), LOG_LEVEL="info") as process,
+        httpx.AsyncClient(base_url=process.base_url, timeout=30.0) as client,
+    ):
+        created = await client.post(
+            "/v1/management/connections",
+            headers={"X-Product-Name": "payments"},
+            json={"configName": "slow_src", "type": "SQLITE", "databaseName": str(database)},
+        )
+        assert created.status_code == 201, created.text
+        body = {
+            "dataRequest": {"mappedFields": {"slow_src": {"slow": ["n"]}}},
+            "metadata": {"source": "payments"},
+        }
+        submitted = await client.post("/v1/fetcher", json=body)
+        assert submitted.status_code == 202, submitted.text
+        job_id = submitted.json()["jobId"]
+        await process.wait_for_log("extraction started", within=30.0)
+        await asyncio.sleep(1.0)  # the query is running
+        canceled = await client.post(f"/v1/fetcher/{job_id}/cancel")
+        asked = time.monotonic()
+        assert (canceled.status_code, canceled.json()["status"]) == (200, "canceled")
+        await process.wait_for_log("job canceled: extraction stopped", within=10.0)
+        assert time.monotonic() - asked < STOP_WITHIN_SECONDS
+
+        async def canceled_items() -> list[dict[str, object]] | None:
+            page = (await client.get("/v1/events", params={"after": "0"})).json()
+            items = [i for i in page["items"] if i["data"].get("job_id") == job_id]
+            return items or None
+
+        [item] = await eventually(canceled_items, "the job.canceled feed item", within=45.0)
+        assert item["headers"]["ce-eventtype"] == "canceled", item
+        assert item["data"]["status"] == "canceled", item
+        assert (await client.get(f"/v1/fetcher/{job_id}")).json()["status"] == "canceled"
+    objects = tmp_path / "state" / "objects"
+    assert [p for p in objects.rglob("*") if p.is_file()] == []
