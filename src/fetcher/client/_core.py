@@ -121,7 +121,7 @@ ROUTES: dict[str, Route] = {
     ),
     "get_job": Route("GET", "/v1/fetcher/{id}", ("id",), None, ("JobResponse",), scope=JOBS_READ),
     # §14.4: 200 with the canceled job; 409 FET-1104 when it is already terminal.
-    "cancel_job": Route(
+    "cancel": Route(
         "POST", "/v1/fetcher/{id}/cancel", ("id",), None, ("JobResponse",), scope=JOBS_WRITE
     ),
     "list_jobs": Route(

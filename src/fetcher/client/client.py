@@ -239,7 +239,7 @@ class FetcherClient(_Base):
     def cancel(self, job_id: str) -> Job:
         """§14.4: cancel a pending or processing job; the job, now ``canceled``. A job that
         already ended raises ``ApiError`` (409 ``FET-1104``)."""
-        return _core.job(self._do("cancel_job", path_id=job_id))
+        return _core.job(self._do("cancel", path_id=job_id))
 
     def list_jobs(self, *, product: str | None = None, **filters: Any) -> JobListPage:
         """One page of ``GET /v1/fetcher``; filters as :func:`fetcher.client.jobs.job_query`.
@@ -415,7 +415,7 @@ class AsyncFetcherClient(_Base):
 
     async def cancel(self, job_id: str) -> Job:
         """As :meth:`FetcherClient.cancel`."""
-        return _core.job(await self._do("cancel_job", path_id=job_id))
+        return _core.job(await self._do("cancel", path_id=job_id))
 
     async def list_jobs(self, *, product: str | None = None, **filters: Any) -> JobListPage:
         """One page of ``GET /v1/fetcher``; :attr:`jobs` iterates over every page."""

@@ -137,6 +137,8 @@ class _CancelWatch:
     stopped: bool = False
     #: The status the watcher saw when it stopped the run (``None`` for a vanished job).
     seen: str | None = None
+    #: The §4.5 category the run's ``_fail`` recorded (the run is its own task and context).
+    category: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +228,8 @@ class ExtractionService:
             except Exception:
                 log.exception("job %s failed unexpectedly", job_id)
                 return await self._fail(job, INTERNAL_ERROR)
+            finally:  # this task's context holds the category its _fail set; hand it over
+                watch.category = _failure_category.get()
 
         work = asyncio.ensure_future(attempt())
         watcher = asyncio.create_task(self._watch_cancel(job.id, work, watch))
@@ -239,6 +243,7 @@ class ExtractionService:
             log.info("job %s: extraction stopped, its spools and upload discarded", watch.seen)
         finally:
             watcher.cancel()
+        _failure_category.set(watch.category)
         self.metrics.jobs_finished.labels(status).inc()
         self.metrics.job_duration.observe(loop.time() - started)
         self._observe_outcome(status, product, resolved, loop.time() - started)
@@ -531,8 +536,9 @@ class ExtractionService:
 
 
 #: The §4.5 category of the failure :meth:`ExtractionService._fail` recorded for the job the
-#: current task runs (reset when a run starts; a coroutine's awaits share its context, so
-#: ``_run_claimed`` reads what its own ``_fail`` set, and concurrent jobs never see each other's).
+#: current task runs (reset when a run starts). The run is a task of its own (so a cancel can
+#: stop it, §14.4), which hands the category back through its ``_CancelWatch``; concurrent
+#: jobs never see each other's.
 _failure_category: ContextVar[str | None] = ContextVar("fetcher_failure_category", default=None)
 
 
