@@ -1,5 +1,6 @@
 """``fetcher jobs list``: find jobs through the Manager's ``GET /v1/fetcher`` (issues 21, 33);
-``fetcher jobs cancel ID``: cancel one (``POST /v1/fetcher/{id}/cancel``, contract §14.4).
+``fetcher jobs cancel ID``: cancel one (``POST /v1/fetcher/{id}/cancel``, contract §14.4);
+``fetcher jobs retry ID``: submit a failed or canceled one again (``POST …/retry``, §14.5).
 
     fetcher jobs list --status failed --since 1h
     fetcher jobs list --product payments --connection pg_main --json | jq .id
@@ -268,8 +269,8 @@ def jobs_command(  # noqa: PLR0911 - one return per documented outcome
     if argv[:1] in (["-h"], ["--help"]):
         out.write(_parser().format_help())
         return 0
-    if argv[:1] == ["cancel"]:
-        return _cancel_command(argv[1:], env, out, stderr, transport)
+    if argv[:1] in (["cancel"], ["retry"]):
+        return _act_command(argv[0], argv[1:], env, (out, stderr), transport)
     if argv[:1] != ["list"]:
         stderr.write(_USAGE)
         return EXIT_USAGE
@@ -294,13 +295,28 @@ def jobs_command(  # noqa: PLR0911 - one return per documented outcome
     return 0
 
 
-def _cancel_parser() -> argparse.ArgumentParser:
+_ACTIONS = {
+    "cancel": (
+        "Cancel a pending or processing job (POST /v1/fetcher/{id}/cancel, §14.4); prints "
+        "'<id> canceled'.",
+        "a job that already ended: 409 FET-1104",
+    ),
+    "retry": (
+        "Submit a failed or canceled job's request again (POST /v1/fetcher/{id}/retry, "
+        "§14.5); prints '<job id> <status>': the new job, or the active identical job it was "
+        "deduplicated against.",
+        "a job that is not failed or canceled: 409 FET-1105",
+    ),
+}
+
+
+def _act_parser(action: str) -> argparse.ArgumentParser:
+    description, refusal = _ACTIONS[action]
     parser = argparse.ArgumentParser(
-        prog="fetcher jobs cancel",
-        description="Cancel a pending or processing job (POST /v1/fetcher/{id}/cancel, §14.4); "
-        "prints '<id> canceled'.",
+        prog=f"fetcher jobs {action}",
+        description=description,
         epilog="Exit 0; 1 on a configuration error; 2 on a usage error, or when the Manager "
-        "refuses (a job that already ended: 409 FET-1104) or cannot be reached.",
+        f"refuses ({refusal}) or cannot be reached.",
     )
     parser.add_argument("job_id", metavar="ID", help="the job's ID (a UUID)")
     parser.add_argument(
@@ -319,16 +335,17 @@ def _cancel_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cancel_command(
+def _act_command(
+    action: str,
     argv: list[str],
     env: Mapping[str, str],
-    out: TextIO,
-    stderr: TextIO,
+    streams: tuple[TextIO, TextIO],
     transport: httpx.BaseTransport | None,
 ) -> int:
-    """``fetcher jobs cancel ID``: one line with the job's new status, or one error line."""
+    """``fetcher jobs cancel|retry ID``: one line with the outcome, or one error line."""
+    out, stderr = streams
     try:
-        args = _cancel_parser().parse_args(argv)
+        args = _act_parser(action).parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
     if not is_uuid(args.job_id):
@@ -340,10 +357,18 @@ def _cancel_command(
             deadline(args.timeout),
             FetcherClient(api_url(args.api, env), token=token, transport=transport) as client,
         ):
-            job = client.cancel(args.job_id)
+            if action == "cancel":
+                job = client.cancel(args.job_id)
+                line = f"{printable(job.id, max_chars=100)} {printable(job.status, max_chars=20)}"
+            else:
+                submission = client.retry(args.job_id)
+                line = (
+                    f"{printable(submission.job_id, max_chars=100)}"
+                    f" {printable(submission.status, max_chars=20)}"
+                )
     except Exception as exc:  # one line, never a traceback
         return _report(exc, args, env, stderr)
-    out.write(f"{printable(job.id, max_chars=100)} {printable(job.status, max_chars=20)}\n")
+    out.write(f"{line}\n")
     return 0
 
 
@@ -367,4 +392,5 @@ def _report(
 _USAGE = (
     "usage: fetcher jobs list [--status S] [--since 1h] [--connection NAME|ID] [--json] ...\n"
     "       fetcher jobs cancel ID\n"
+    "       fetcher jobs retry ID\n"
 )

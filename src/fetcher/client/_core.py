@@ -124,6 +124,10 @@ ROUTES: dict[str, Route] = {
     "cancel": Route(
         "POST", "/v1/fetcher/{id}/cancel", ("id",), None, ("JobResponse",), scope=JOBS_WRITE
     ),
+    # §14.5: answered as submit; 409 FET-1105 unless the job is failed or canceled.
+    "retry": Route(
+        "POST", "/v1/fetcher/{id}/retry", ("id",), None, ("JobAccepted",), (200, 202), JOBS_WRITE
+    ),
     "list_jobs": Route(
         "GET",
         "/v1/fetcher",

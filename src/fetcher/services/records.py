@@ -145,6 +145,8 @@ class JobRecord:
     #: §15.3: the W3C trace ID (32 lowercase hex) of the sampled request span that created
     #: it; ``None`` when that request was not traced.
     trace_id: str | None = None
+    #: §14.5: the ``failed`` or ``canceled`` job this one retries; ``None`` otherwise.
+    retry_of: str | None = None
 
     def __post_init__(self) -> None:
         if self.trace_id is not None and not valid_trace_id(self.trace_id):

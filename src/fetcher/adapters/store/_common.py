@@ -60,7 +60,8 @@ JOB_COLUMNS = (
     "id, status, request_hash, dedup_active, mapped_fields_json, filters_json, limits_json, "
     "metadata_json, connection_ids_json, result_path, result_hmac, result_summary_json, "
     "result_key_version, error, request_id, "
-    "created_at, started_at, completed_at, updated_at, tenant_id, created_by, product, trace_id"
+    "created_at, started_at, completed_at, updated_at, tenant_id, created_by, product, trace_id, "
+    "retry_of"
 )
 #: §12.5: columns a connection write never changes (an update keeps the row's tenant).
 CONNECTION_FIXED = frozenset(
@@ -240,6 +241,7 @@ def job_params(record: JobRecord, ts: Callable[[datetime], Any]) -> dict[str, An
         "created_by": record.created_by,
         "product": normalized_source(record.metadata_json),
         "trace_id": record.trace_id,
+        "retry_of": record.retry_of,
     }
 
 
@@ -275,6 +277,7 @@ def job_from_row(row: Mapping[str, Any], ts: TimestampReader) -> JobRecord:
         tenant=row["tenant_id"],
         created_by=row["created_by"],
         trace_id=row["trace_id"],
+        retry_of=row["retry_of"],
     )
 
 

@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from fetcher.engine import Limits
@@ -79,6 +79,7 @@ def job_response(job: JobRecord) -> dict[str, object]:
             "createdBy": job.created_by,
             "result": result_member(job),
             "traceId": job.trace_id,
+            "retryOf": job.retry_of,
         },
         keep_null=("traceId",),  # §15.3: null when the job's request was not traced
     )
@@ -139,10 +140,39 @@ class JobService:
         canceled = await self.store.get_job(job_id, tenant=principal.tenant)
         return job_response(canceled if canceled is not None else job)
 
-    async def create(
-        self, body: Mapping[str, object], *, request_id: str, principal: Principal
+    async def retry(
+        self, job_id: str, *, request_id: str, principal: Principal
     ) -> tuple[dict[str, object], bool]:
-        """Returns the §2.8 body and whether a new job was created (202) or matched (200)."""
+        """§14.5: submit a ``failed`` or ``canceled`` job's request again through the whole
+        §3.6 path (validation, live tests, deduplication); answers as :meth:`create`, and a new
+        job records ``retryOf``. Found as by :meth:`get`; another status → ``409 FET-1105``."""
+        job = await self.store.get_job(job_id, tenant=principal.tenant)
+        if job is None or not principal.may_act_for(normalized_source(job.metadata_json)):
+            raise not_found("job")
+        if job.status not in ("failed", "canceled"):
+            raise ApiError(
+                "FET-1105",
+                f"only a failed or canceled job can be retried: it is {job.status}",
+                title="Job Not Retryable",
+            )
+        data_request: dict[str, object] = {"mappedFields": json.loads(job.mapped_fields_json)}
+        if job.filters_json:
+            data_request["filters"] = json.loads(job.filters_json)
+        if job.limits_json:
+            data_request["limits"] = json.loads(job.limits_json)
+        body = {"dataRequest": data_request, "metadata": json.loads(job.metadata_json)}
+        return await self.create(body, request_id=request_id, principal=principal, retry_of=job.id)
+
+    async def create(
+        self,
+        body: Mapping[str, object],
+        *,
+        request_id: str,
+        principal: Principal,
+        retry_of: str | None = None,
+    ) -> tuple[dict[str, object], bool]:
+        """Returns the §2.8 body and whether a new job was created (202) or matched (200).
+        ``retry_of`` is recorded on a new job (§14.5)."""
         with span("validate job"):
             job = validate_job_request(body, max_limits=self.max_limits, principal=principal)
         tenant = principal.tenant
@@ -152,7 +182,7 @@ class JobService:
         stored = await self._resolve(job, tenant)
         self._check_ownership(job, stored)
         await self._live_test(stored)
-        record = self._record(job, stored, request_id, principal)
+        record = replace(self._record(job, stored, request_id, principal), retry_of=retry_of)
         existing = await self._insert(record, job.request_hash, tenant)
         if existing is not None:
             return self._duplicate(existing)
