@@ -38,6 +38,7 @@ ROUTES: list[tuple[str, str, Scope, dict[str, Any]]] = [
     ("GET", "/v1/events", Scope.EVENTS_READ, {}),
     ("GET", f"/v1/fetcher/{ID}/result", Scope.RESULTS_READ, {}),
     ("POST", f"/v1/fetcher/{ID}/cancel", Scope.JOBS_WRITE, {}),
+    ("POST", f"/v1/fetcher/{ID}/retry", Scope.JOBS_WRITE, {}),
 ]
 NON_ADMIN = [s for s in Scope if s is not Scope.ADMIN]
 CHALLENGE = 'Bearer realm="fetcher"'
@@ -103,6 +104,7 @@ BROKEN: list[tuple[str, str, Scope, dict[str, Any], str]] = [
     ("GET", "/v1/fetcher/not-a-uuid", Scope.JOBS_READ, {}, "FET-0404"),
     ("GET", "/v1/fetcher/not-a-uuid/result", Scope.RESULTS_READ, {}, "FET-0404"),
     ("POST", "/v1/fetcher/not-a-uuid/cancel", Scope.JOBS_WRITE, {}, "FET-0404"),
+    ("POST", "/v1/fetcher/not-a-uuid/retry", Scope.JOBS_WRITE, {}, "FET-0404"),
     ("POST", C, Scope.CONNECTIONS_WRITE, {"json": {}}, "FET-0403"),
     ("GET", C, Scope.CONNECTIONS_READ, {"headers": {"X-Product-Name": "bad name"}}, "FET-0403"),
     ("GET", C, Scope.CONNECTIONS_READ, {"params": {"limit": "x"}}, "FET-0405"),

@@ -1,4 +1,4 @@
--- Cancel and retry (issue 35 items 3 and 4, contract §14.4). `canceled` becomes a
+-- Cancel and retry (issue 35 items 3 and 4, contract §14.4, §14.5). `canceled` becomes a
 -- terminal job status and `canceled` an outbox event type (job.canceled); a retried job records
 -- the job it repeats in retry_of. Widening the two CHECKs changes what an earlier release may
 -- read (a `canceled` row), so this migration does not only add (docs/upgrades.md).
