@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -170,7 +171,7 @@ async def test_embedded_cancel_of_a_job_waiting_on_its_source(tmp_path: Path) ->
         await process.wait_for_log("job canceled: extraction stopped", within=10.0)
         assert time.monotonic() - asked < STOP_WITHIN_SECONDS
 
-        async def canceled_items() -> list[dict[str, object]] | None:
+        async def canceled_items() -> list[dict[str, Any]] | None:
             page = (await client.get("/v1/events", params={"after": "0"})).json()
             items = [i for i in page["items"] if i["data"].get("job_id") == job_id]
             return items or None
