@@ -94,6 +94,7 @@ async def test_processing_job_stops_within_two_seconds(stack: Stack) -> None:
         assert (status, body["status"]) == (200, "canceled"), body
         await worker.wait_for_log("job canceled: extraction stopped", within=10.0)
         stopped_after = time.monotonic() - asked
+        print(f"processing job stopped {stopped_after:.2f} s after the cancel answered")
         assert stopped_after < STOP_WITHIN_SECONDS, stopped_after
         await _one_canceled_event(stack, job_id)
         samples = await worker.metrics(stack.launcher.http)
@@ -169,7 +170,9 @@ async def test_embedded_cancel_of_a_job_waiting_on_its_source(tmp_path: Path) ->
         asked = time.monotonic()
         assert (canceled.status_code, canceled.json()["status"]) == (200, "canceled")
         await process.wait_for_log("job canceled: extraction stopped", within=10.0)
-        assert time.monotonic() - asked < STOP_WITHIN_SECONDS
+        stopped_after = time.monotonic() - asked
+        print(f"embedded job stopped {stopped_after:.2f} s after the cancel answered")
+        assert stopped_after < STOP_WITHIN_SECONDS, stopped_after
 
         async def canceled_items() -> list[dict[str, Any]] | None:
             page = (await client.get("/v1/events", params={"after": "0"})).json()
