@@ -22,6 +22,7 @@ from tests.e2e.conftest import E2E, SOURCE_CONFIG
 from tests.e2e.harness import (
     Stack,
     assert_envelope,
+    drain_canceled,
     embedded_fetcher,
     eventually,
     slow_view_sql,
@@ -136,6 +137,7 @@ async def test_sdk_and_cli_cancel(stack: Stack) -> None:
     assert "it is canceled" in again.stderr, again.stderr
     assert again.stdout == ""
     assert (await stack.api.job(by_cli))["status"] == "canceled"
+    await drain_canceled(stack, by_sdk, by_cli)
 
 
 async def test_embedded_cancel_of_a_job_waiting_on_its_source(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from fetcher.client import ApiError, AsyncFetcherClient
 from tests.e2e.conftest import E2E, SOURCE_CONFIG
-from tests.e2e.harness import Stack
+from tests.e2e.harness import Stack, drain_canceled
 
 pytestmark = E2E
 
@@ -95,3 +95,4 @@ async def test_a_failed_job_is_retried_by_the_sdk_and_the_cli(stack: Stack) -> N
     assert refused_cli.returncode == 2
     assert "FET-1105" in refused_cli.stderr, refused_cli.stderr
     await stack.api.http.post(f"{stack.api.base_url}/v1/fetcher/{new_id}/cancel")
+    await drain_canceled(stack, submission.job_id, new_id)
