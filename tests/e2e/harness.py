@@ -1001,3 +1001,14 @@ async def manager_with_own_queue(stack: Stack, **overrides: str) -> AsyncIterato
         await manager.terminate()
         async with stack.broker.channel() as channel:
             await channel.queue_delete(queue)
+
+
+async def drain_canceled(stack: Stack, *job_ids: str) -> None:
+    """Jobs canceled while no Worker ran: a Worker drops their work messages and publishes
+    their one ``job.canceled`` each, so the shared session leaves nothing queued or unsent."""
+    async with stack.launcher.running_worker():
+        for job_id in job_ids:
+            await stack.broker.collector.wait_for(job_id, "job.canceled", within=60.0)
+    await stack.broker.fence()
+    for job_id in job_ids:
+        assert [e.routing_key for e in stack.broker.collector.for_job(job_id)] == ["job.canceled"]

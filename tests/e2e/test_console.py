@@ -400,3 +400,51 @@ async def _whole_feed(http: httpx.AsyncClient, base_url: str) -> list[dict[str, 
             return items
         items += page["items"]
         after = page["next"]
+
+
+async def test_a_person_cancels_and_retries_a_job(scene: Scene, tmp_path: Path) -> None:
+    """§14.4 in the console: a running job's page has **Cancel job**; pressing it shows the
+    API's confirmation and the page turns ``canceled`` (no button any more). §14.5: **Retry
+    job** on it links the new job, whose page names the retried one; a completed job has no
+    Retry. A job that ended meanwhile (canceled behind the page's back) shows the API's 409
+    FET-1104 as an error."""
+    name = scene.connection["configName"]
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        api = ManagerApi(http, scene.process.base_url)
+        running = await api.submit({name: {"slow": ["*"]}}, limits={"timeoutSeconds": 60})
+        raced = await api.submit({name: {"slow": ["*"]}}, limits={"timeoutSeconds": 60})
+        async with web_driver(tmp_path / "profile") as driver:
+            await driver.open(scene.url(f"#/jobs/{running}"))
+            await driver.click(await driver.wait_for("#cancel-job"))
+            notice = await driver.text(await driver.wait_for("#job-notice", text="Canceled"))
+            assert notice == "Canceled: the job is now canceled."
+            await driver.wait_for("#job-page .badge", text="canceled")
+            assert await driver.script("return document.querySelector('#cancel-job')") is None
+            assert (await api.job(running))["status"] == "canceled"
+
+            # §14.5: the canceled job's Retry submits it again; the notice links the new job,
+            # whose page names the job it retries.
+            await driver.click(await driver.wait_for("#retry-job"))
+            notice = await driver.text(await driver.wait_for("#job-notice", text="queued"))
+            retried = notice.rsplit(": ", 1)[1]
+            assert notice == f"Job created and queued for processing: {retried}"
+            await driver.click(await driver.wait_for("#retried-job"))
+            link = await driver.text(await driver.wait_for("#retry-of"))
+            assert link == running
+            assert (await api.job(retried))["retryOf"] == running
+            cleanup = await http.post(f"{scene.process.base_url}/v1/fetcher/{retried}/cancel")
+            assert cleanup.status_code == 200, cleanup.text
+
+            await driver.open(scene.url(f"#/jobs/{scene.completed['id']}"))
+            await driver.wait_for("#job-result")
+            assert await driver.script("return document.querySelector('#retry-job')") is None
+
+            await driver.open(scene.url(f"#/jobs/{raced}"))
+            button = await driver.wait_for("#cancel-job")
+            behind = await http.post(f"{scene.process.base_url}/v1/fetcher/{raced}/cancel")
+            assert behind.status_code == 200, behind.text
+            await driver.click(button)
+            error = await driver.text(await driver.wait_for("#job-notice", text="FET-1104"))
+            assert "the job cannot be canceled: it is canceled" in error, error
+            await driver.wait_for("#job-page .badge", text="canceled")
+            await _assert_inert(driver)

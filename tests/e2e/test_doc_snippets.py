@@ -175,8 +175,8 @@ async def test_jobs_md_blocks_run_as_written(local: Local) -> None:
                 return True if job["status"] in ("completed", "failed") else None
 
             await eventually(settled, f"job {job_id}", within=30.0, interval=0.05)
-    listing, failed = blocks("jobs.md")
-    for block in (listing, failed):
+    listing, failed, retry = blocks("jobs.md")
+    for block in (listing, failed, retry):
         shown = await asyncio.to_thread(run_block, block.code, local.env)
         assert block.shown is not None
         assert form(shown) == form(block.shown)

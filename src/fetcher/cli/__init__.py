@@ -34,6 +34,8 @@ commands:
   events tail           follow job events: verify, deduplicate, print (--json, --feed URL)
   result get <id|key>   download, verify and decrypt a result (-o FILE)
   jobs list             list and search jobs (--status failed --since 1h; --json)
+  jobs cancel <jobId>   cancel a pending or processing job (§14.4)
+  jobs retry <jobId>    submit a failed or canceled job again (§14.5)
 
 options:
   -h, --help            this list

@@ -1,4 +1,6 @@
-"""``fetcher jobs list``: find jobs through the Manager's ``GET /v1/fetcher`` (issues 21, 33).
+"""``fetcher jobs list``: find jobs through the Manager's ``GET /v1/fetcher`` (issues 21, 33);
+``fetcher jobs cancel ID``: cancel one (``POST /v1/fetcher/{id}/cancel``, contract §14.4);
+``fetcher jobs retry ID``: submit a failed or canceled one again (``POST …/retry``, §14.5).
 
     fetcher jobs list --status failed --since 1h
     fetcher jobs list --product payments --connection pg_main --json | jq .id
@@ -93,7 +95,9 @@ def _parser() -> argparse.ArgumentParser:
         "Every server value is escaped before it is written.",
     )
     parser.add_argument(
-        "--status", metavar="S[,S]", help="pending, processing, completed, failed (comma list)"
+        "--status",
+        metavar="S[,S]",
+        help="pending, processing, completed, failed, canceled (comma list)",
     )
     parser.add_argument(
         "--connection", metavar="NAME|ID", help="jobs that used this connection (name or ID)"
@@ -250,7 +254,7 @@ def _error_text(exc: BaseException) -> str:
     return text
 
 
-def jobs_command(
+def jobs_command(  # noqa: PLR0911 - one return per documented outcome
     argv: list[str],
     env: Mapping[str, str],
     stdout: TextIO | None = None,
@@ -265,6 +269,8 @@ def jobs_command(
     if argv[:1] in (["-h"], ["--help"]):
         out.write(_parser().format_help())
         return 0
+    if argv[:1] in (["cancel"], ["retry"]):
+        return _act_command(argv[0], argv[1:], env, (out, stderr), transport)
     if argv[:1] != ["list"]:
         stderr.write(_USAGE)
         return EXIT_USAGE
@@ -289,6 +295,83 @@ def jobs_command(
     return 0
 
 
+_ACTIONS = {
+    "cancel": (
+        "Cancel a pending or processing job (POST /v1/fetcher/{id}/cancel, §14.4); prints "
+        "'<id> canceled'.",
+        "a job that already ended: 409 FET-1104",
+    ),
+    "retry": (
+        "Submit a failed or canceled job's request again (POST /v1/fetcher/{id}/retry, "
+        "§14.5); prints '<job id> <status>': the new job, or the active identical job it was "
+        "deduplicated against.",
+        "a job that is not failed or canceled: 409 FET-1105",
+    ),
+}
+
+
+def _act_parser(action: str) -> argparse.ArgumentParser:
+    description, refusal = _ACTIONS[action]
+    parser = argparse.ArgumentParser(
+        prog=f"fetcher jobs {action}",
+        description=description,
+        epilog="Exit 0; 1 on a configuration error; 2 on a usage error, or when the Manager "
+        f"refuses ({refusal}) or cannot be reached.",
+    )
+    parser.add_argument("job_id", metavar="ID", help="the job's ID (a UUID)")
+    parser.add_argument(
+        "--timeout",
+        type=_bounded(0.001, MAX_TIMEOUT, float),
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"give up after this long (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--api",
+        metavar="URL",
+        help=f"Manager base URL (default: FETCHER_API_URL, else {DEFAULT_API_URL})",
+    )
+    token_arguments(parser)
+    return parser
+
+
+def _act_command(
+    action: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    streams: tuple[TextIO, TextIO],
+    transport: httpx.BaseTransport | None,
+) -> int:
+    """``fetcher jobs cancel|retry ID``: one line with the outcome, or one error line."""
+    out, stderr = streams
+    try:
+        args = _act_parser(action).parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if not is_uuid(args.job_id):
+        stderr.write(f"Error: not a job ID: {printable(args.job_id, max_chars=100)}\n")
+        return EXIT_USAGE
+    try:
+        token = api_token(args.token, env, explicit_file=args.token_file)
+        with (
+            deadline(args.timeout),
+            FetcherClient(api_url(args.api, env), token=token, transport=transport) as client,
+        ):
+            if action == "cancel":
+                job = client.cancel(args.job_id)
+                line = f"{printable(job.id, max_chars=100)} {printable(job.status, max_chars=20)}"
+            else:
+                submission = client.retry(args.job_id)
+                line = (
+                    f"{printable(submission.job_id, max_chars=100)}"
+                    f" {printable(submission.status, max_chars=20)}"
+                )
+    except Exception as exc:  # one line, never a traceback
+        return _report(exc, args, env, stderr)
+    out.write(f"{line}\n")
+    return 0
+
+
 def _report(
     exc: Exception, args: argparse.Namespace, env: Mapping[str, str], stderr: TextIO
 ) -> int:
@@ -306,4 +389,8 @@ def _report(
     return EXIT_UNAVAILABLE
 
 
-_USAGE = "usage: fetcher jobs list [--status S] [--since 1h] [--connection NAME|ID] [--json] ...\n"
+_USAGE = (
+    "usage: fetcher jobs list [--status S] [--since 1h] [--connection NAME|ID] [--json] ...\n"
+    "       fetcher jobs cancel ID\n"
+    "       fetcher jobs retry ID\n"
+)

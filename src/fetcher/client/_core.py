@@ -30,7 +30,7 @@ CONN_READ, CONN_WRITE = "fetcher:connections:read", "fetcher:connections:write"
 JOBS_READ, JOBS_WRITE = "fetcher:jobs:read", "fetcher:jobs:write"
 EVENTS_READ = "fetcher:events:read"
 RESULTS_READ = "fetcher:results:read"
-TERMINAL = frozenset({"completed", "failed"})
+TERMINAL = frozenset({"completed", "failed", "canceled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +120,14 @@ ROUTES: dict[str, Route] = {
         "POST", "/v1/fetcher", (), "JobRequest", ("JobAccepted",), (200, 202), JOBS_WRITE
     ),
     "get_job": Route("GET", "/v1/fetcher/{id}", ("id",), None, ("JobResponse",), scope=JOBS_READ),
+    # §14.4: 200 with the canceled job; 409 FET-1104 when it is already terminal.
+    "cancel": Route(
+        "POST", "/v1/fetcher/{id}/cancel", ("id",), None, ("JobResponse",), scope=JOBS_WRITE
+    ),
+    # §14.5: answered as submit; 409 FET-1105 unless the job is failed or canceled.
+    "retry": Route(
+        "POST", "/v1/fetcher/{id}/retry", ("id",), None, ("JobAccepted",), (200, 202), JOBS_WRITE
+    ),
     "list_jobs": Route(
         "GET",
         "/v1/fetcher",

@@ -236,6 +236,18 @@ class FetcherClient(_Base):
     def get_job(self, job_id: str) -> Job:
         return _core.job(self._do("get_job", path_id=job_id))
 
+    def cancel(self, job_id: str) -> Job:
+        """§14.4: cancel a pending or processing job; the job, now ``canceled``. A job that
+        already ended raises ``ApiError`` (409 ``FET-1104``)."""
+        return _core.job(self._do("cancel", path_id=job_id))
+
+    def retry(self, job_id: str) -> Submission:
+        """§14.5: submit a failed or canceled job's request again; answered as :meth:`submit`
+        (the new job records ``retryOf``). Another status raises ``ApiError`` (409
+        ``FET-1105``)."""
+        response, parsed = self._send(_core.build("retry", path_id=job_id))
+        return _core.submission(response, parsed)
+
     def list_jobs(self, *, product: str | None = None, **filters: Any) -> JobListPage:
         """One page of ``GET /v1/fetcher``; filters as :func:`fetcher.client.jobs.job_query`.
         :attr:`jobs` iterates over every page."""
@@ -407,6 +419,15 @@ class AsyncFetcherClient(_Base):
 
     async def get_job(self, job_id: str) -> Job:
         return _core.job(await self._do("get_job", path_id=job_id))
+
+    async def cancel(self, job_id: str) -> Job:
+        """As :meth:`FetcherClient.cancel`."""
+        return _core.job(await self._do("cancel", path_id=job_id))
+
+    async def retry(self, job_id: str) -> Submission:
+        """As :meth:`FetcherClient.retry`."""
+        response, parsed = await self._send(_core.build("retry", path_id=job_id))
+        return _core.submission(response, parsed)
 
     async def list_jobs(self, *, product: str | None = None, **filters: Any) -> JobListPage:
         """One page of ``GET /v1/fetcher``; :attr:`jobs` iterates over every page."""

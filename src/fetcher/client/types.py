@@ -35,7 +35,7 @@ __all__ = [
     "VersionBody",
 ]
 
-JobStatus = Literal["pending", "processing", "completed", "failed"]
+JobStatus = Literal["pending", "processing", "completed", "failed", "canceled"]
 MappedFields = dict[str, dict[str, list[str]]]
 
 
@@ -192,6 +192,8 @@ class JobResponse(TypedDict):
     createdBy: NotRequired[str]
     result: NotRequired[JobResult]
     traceId: NotRequired[str | None]
+    #: §14.5: the failed or canceled job this one retries.
+    retryOf: NotRequired[str]
 
 
 class JobListItem(TypedDict):
@@ -213,6 +215,8 @@ class JobListItem(TypedDict):
     createdBy: NotRequired[str]
     result: NotRequired[JobResult]
     traceId: NotRequired[str | None]
+    #: §14.5: the failed or canceled job this one retries.
+    retryOf: NotRequired[str]
     truncated: NotRequired[list[str]]
 
 

@@ -106,6 +106,8 @@ FET_CODES: Mapping[str, CodeInfo] = MappingProxyType(
         "FET-1101": _row(410, "Result Expired"),
         "FET-1102": _row(416, "Range Not Satisfiable"),
         "FET-1103": _row(503, "Result Storage Unavailable"),
+        "FET-1104": _row(409, "Job Not Cancelable"),
+        "FET-1105": _row(409, "Job Not Retryable"),
     }
 )
 

@@ -58,7 +58,7 @@ _ERROR_TEXT = {
     400: "Validation error (FET-0001, FET-04xx, FET-10xx)",
     404: "Not found (FET-1001 entity, FET-0005 route)",
     405: "Method not allowed (FET-0008), with an Allow header",
-    409: "Conflict (FET-0004, FET-1002, FET-1015, FET-1021)",
+    409: "Conflict (FET-0004, FET-1002, FET-1015, FET-1021, FET-1104, FET-1105)",
     410: "Result expired (FET-1101)",
     413: "Payload too large (FET-0007)",
     415: "Unsupported media type (FET-0009)",

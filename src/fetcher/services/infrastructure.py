@@ -50,6 +50,11 @@ class ObjectStore(Protocol):
 
     async def exists(self, key: str) -> bool: ...
 
+    async def delete(self, key: str) -> None:
+        """Remove the object at ``key``; a missing one is no error (§14.4: the object of a job
+        canceled while its completion was being recorded). Failures raise ``EngineError``."""
+        ...
+
     async def size(self, key: str) -> int:
         """The stored size of the object at ``key`` in bytes (§14.2); a missing object raises
         ``EngineError(NOT_FOUND, …)``, any other failure ``EngineError(UNAVAILABLE, …)``."""

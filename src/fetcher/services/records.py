@@ -30,12 +30,12 @@ __all__ = [
     "normalized_source",
 ]
 
-#: §4.1 job statuses.
-JobStatus = Literal["pending", "processing", "completed", "failed"]
+#: §4.1 job statuses; ``canceled`` is §14.4.
+JobStatus = Literal["pending", "processing", "completed", "failed", "canceled"]
 #: §4.1: the statuses in which ``dedup_active`` is true.
 ACTIVE_STATUSES: tuple[JobStatus, ...] = ("pending", "processing")
 #: §8.4 ``ce-eventtype`` values, also the event feed's ``type`` filter (§2.12).
-EventType = Literal["completed", "failed"]
+EventType = Literal["completed", "failed", "canceled"]
 #: §2.6.2 ``sortOrder``.
 SortOrder = Literal["asc", "desc"]
 #: §2.5: connection metadata is flat; values are string, number, boolean or null.
@@ -145,6 +145,8 @@ class JobRecord:
     #: §15.3: the W3C trace ID (32 lowercase hex) of the sampled request span that created
     #: it; ``None`` when that request was not traced.
     trace_id: str | None = None
+    #: §14.5: the ``failed`` or ``canceled`` job this one retries; ``None`` otherwise.
+    retry_of: str | None = None
 
     def __post_init__(self) -> None:
         if self.trace_id is not None and not valid_trace_id(self.trace_id):

@@ -296,6 +296,19 @@ class JobStore(Protocol):
         """
         ...
 
+    async def cancel_job(self, job_id: str, *, canceled_at: datetime, event: OutboxEvent) -> bool:
+        """CAS ``pending|processing → canceled`` and insert ``event`` in ONE transaction (§14.4).
+
+        Sets ``completed_at = updated_at = canceled_at`` and clears ``dedup_active``. Racing
+        :meth:`complete_job` or :meth:`fail_job`, exactly one CAS matches, so a job ends in one
+        terminal state with one event. Otherwise as :meth:`complete_job`.
+        """
+        ...
+
+    async def job_status(self, job_id: str) -> JobStatus | None:
+        """The job's status whatever its tenant, else ``None`` (the Worker's poll, §14.4)."""
+        ...
+
     async def reap_candidates(
         self,
         *,

@@ -102,4 +102,4 @@ async def test_old_rows_are_invisible_under_a_tenant_and_visible_again_without(
         assert (await store.list_connections(ConnectionQuery(), tenant=""))[1] == 1
         async with await psycopg.AsyncConnection.connect(old_dsn) as conn:
             cur = await conn.execute("SELECT version FROM schema_migrations ORDER BY version")
-            assert [row[0] for row in await cur.fetchall()] == [1, 2, 3, 4, 5, 6]
+            assert [row[0] for row in await cur.fetchall()] == [1, 2, 3, 4, 5, 6, 7]

@@ -44,7 +44,7 @@ async def test_jwt_document_declares_the_bearer_scheme(tmp_path: Path) -> None:
     }
     operations = _operations(document)
     guarded = {(m, p.replace(ID, "{id}")): s.value for m, p, s, _ in ROUTES}
-    assert len(guarded) == 15
+    assert len(guarded) == 17
     for key, scope in guarded.items():
         op = operations[key]
         assert op["security"] == [{"bearerAuth": [scope]}], key

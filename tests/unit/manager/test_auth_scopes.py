@@ -37,6 +37,8 @@ ROUTES: list[tuple[str, str, Scope, dict[str, Any]]] = [
     ("GET", "/v1/fetcher", Scope.JOBS_READ, {}),
     ("GET", "/v1/events", Scope.EVENTS_READ, {}),
     ("GET", f"/v1/fetcher/{ID}/result", Scope.RESULTS_READ, {}),
+    ("POST", f"/v1/fetcher/{ID}/cancel", Scope.JOBS_WRITE, {}),
+    ("POST", f"/v1/fetcher/{ID}/retry", Scope.JOBS_WRITE, {}),
 ]
 NON_ADMIN = [s for s in Scope if s is not Scope.ADMIN]
 CHALLENGE = 'Bearer realm="fetcher"'
@@ -101,6 +103,8 @@ BROKEN: list[tuple[str, str, Scope, dict[str, Any], str]] = [
     ("POST", f"{C}/not-a-uuid/assign", Scope.CONNECTIONS_WRITE, {}, "FET-0403"),
     ("GET", "/v1/fetcher/not-a-uuid", Scope.JOBS_READ, {}, "FET-0404"),
     ("GET", "/v1/fetcher/not-a-uuid/result", Scope.RESULTS_READ, {}, "FET-0404"),
+    ("POST", "/v1/fetcher/not-a-uuid/cancel", Scope.JOBS_WRITE, {}, "FET-0404"),
+    ("POST", "/v1/fetcher/not-a-uuid/retry", Scope.JOBS_WRITE, {}, "FET-0404"),
     ("POST", C, Scope.CONNECTIONS_WRITE, {"json": {}}, "FET-0403"),
     ("GET", C, Scope.CONNECTIONS_READ, {"headers": {"X-Product-Name": "bad name"}}, "FET-0403"),
     ("GET", C, Scope.CONNECTIONS_READ, {"params": {"limit": "x"}}, "FET-0405"),

@@ -80,6 +80,8 @@ CONTRACT_TABLE: dict[str, tuple[int, tuple[str, ...]]] = {
     "FET-1101": (410, ("Result Expired",)),
     "FET-1102": (416, ("Range Not Satisfiable",)),
     "FET-1103": (503, ("Result Storage Unavailable",)),
+    "FET-1104": (409, ("Job Not Cancelable",)),
+    "FET-1105": (409, ("Job Not Retryable",)),
 }
 
 

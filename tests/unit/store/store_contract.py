@@ -509,6 +509,71 @@ class StoreContract:
         feed = await store.read_feed(after=0, limit=10, tenant="", products=None)
         assert [r.event() for r in feed] == [event(record.id, "completed", T0 + MS)]
 
+    async def test_cancel_from_active_statuses_only(self, store: MetadataStore) -> None:
+        """§14.4: pending and processing jobs cancel once, with their event; terminal ones
+        do not, and write no event."""
+        pending, running, done = (
+            job("p"),
+            await processing_job(store, "r"),
+            await processing_job(store, "d"),
+        )
+        await store.insert_job(pending)
+        assert await complete(store, done.id, T0 + MS)
+
+        async def cancel(job_id: str) -> bool:
+            return await store.cancel_job(
+                job_id, canceled_at=T0 + 2 * MS, event=event(job_id, "canceled", T0 + 2 * MS)
+            )
+
+        assert await cancel(pending.id)
+        assert await cancel(running.id)
+        assert not await cancel(pending.id)
+        assert not await cancel(done.id)
+        for record in (pending, running):
+            got = await store.get_job(record.id, tenant="")
+            assert got is not None
+            assert (got.status, got.dedup_active, got.completed_at) == (
+                "canceled",
+                False,
+                T0 + 2 * MS,
+            )
+            assert await store.job_status(record.id) == "canceled"
+        assert not await complete(store, running.id, T0 + 3 * MS)
+        assert not await store.claim_job(pending.id, T0 + 3 * MS)
+        assert await store.job_status(done.id) == "completed"
+        assert await store.job_status(new_id()) is None
+        assert await store.count_unsent() == 3
+        assert await store.find_dedup_match("p", T0, tenant="") is None
+
+    async def test_cancel_racing_completion_ends_in_one_state_200_times(
+        self, store: MetadataStore
+    ) -> None:
+        """§14.4: a cancel and a completion of the same processing job, started together, 200
+        times: exactly one CAS wins each time, and the one outbox row is the winner's."""
+        jobs = [await processing_job(store, f"race-{i}") for i in range(200)]
+
+        async def race(record: JobRecord) -> tuple[bool, bool]:
+            canceled, completed = await asyncio.gather(
+                store.cancel_job(
+                    record.id, canceled_at=T0 + MS, event=event(record.id, "canceled", T0 + MS)
+                ),
+                complete(store, record.id, T0 + MS),
+            )
+            return canceled, completed
+
+        outcomes = await asyncio.gather(*(race(record) for record in jobs))
+        assert all(canceled != completed for canceled, completed in outcomes)
+        await store.assign_feed_seq()
+        feed = await store.read_feed(after=0, limit=1000, tenant="", products=None)
+        events = {row.event().job_id: row.event().event_type for row in feed}
+        assert len(feed) == 200
+        for record, (canceled, _) in zip(jobs, outcomes, strict=True):
+            got = await store.get_job(record.id, tenant="")
+            assert got is not None
+            assert got.status == ("canceled" if canceled else "completed")
+            assert events[record.id] == got.status
+        assert set(events.values()) <= {"canceled", "completed"}
+
     async def test_fail_from_allowed_statuses_only(self, store: MetadataStore) -> None:
         record = job()
         await store.insert_job(record)

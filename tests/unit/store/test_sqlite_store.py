@@ -44,7 +44,7 @@ async def test_data_survives_reopen_and_migrations_are_recorded(tmp_path: Path) 
         versions = await second._run(
             lambda conn: conn.execute("SELECT version FROM schema_migrations").fetchall()
         )
-        assert versions == [{"version": v} for v in (1, 2, 3, 4, 5, 6)]
+        assert versions == [{"version": v} for v in (1, 2, 3, 4, 5, 6, 7)]
         mode = await second._run(lambda conn: conn.execute("PRAGMA journal_mode").fetchone())
         assert mode == {"journal_mode": "wal"}
 

@@ -130,6 +130,9 @@ class _Recording:
         found: bool = await self.inner.exists(key)
         return found
 
+    async def delete(self, key: str) -> None:
+        await self.inner.delete(key)
+
     async def size(self, key: str) -> int:
         found: int = await self.inner.size(key)
         return found

@@ -269,6 +269,11 @@ class LocalObjectStore:
         path = self.path_for(key)
         return await asyncio.to_thread(path.is_file)
 
+    async def delete(self, key: str) -> None:
+        path = self.path_for(key)
+        with _read_errors():
+            await asyncio.to_thread(path.unlink, missing_ok=True)
+
     async def size(self, key: str) -> int:
         """§14.2: the file's size; a missing object raises ``NOT_FOUND``."""
         path = self.path_for(key)

@@ -327,6 +327,11 @@ class S3ObjectStore(AsyncResource):
                 data: bytes = await body.read()
         return data
 
+    async def delete(self, key: str) -> None:
+        client = self._require_client()
+        with self.errors(READ_FAILED):
+            await client.delete_object(Bucket=self.bucket, Key=key)
+
     async def exists(self, key: str) -> bool:
         client = self._require_client()
         with self.errors(READ_FAILED):

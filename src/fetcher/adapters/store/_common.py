@@ -60,7 +60,8 @@ JOB_COLUMNS = (
     "id, status, request_hash, dedup_active, mapped_fields_json, filters_json, limits_json, "
     "metadata_json, connection_ids_json, result_path, result_hmac, result_summary_json, "
     "result_key_version, error, request_id, "
-    "created_at, started_at, completed_at, updated_at, tenant_id, created_by, product, trace_id"
+    "created_at, started_at, completed_at, updated_at, tenant_id, created_by, product, trace_id, "
+    "retry_of"
 )
 #: §12.5: columns a connection write never changes (an update keeps the row's tenant).
 CONNECTION_FIXED = frozenset(
@@ -73,8 +74,8 @@ TENANT_MIGRATION = 2
 BACKFILL_BATCH = 500
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-_JOB_STATUSES = frozenset({"pending", "processing", "completed", "failed"})
-_EVENT_TYPES = frozenset({"completed", "failed"})
+_JOB_STATUSES = frozenset({"pending", "processing", "completed", "failed", "canceled"})
+_EVENT_TYPES = frozenset({"completed", "failed", "canceled"})
 
 TimestampReader = Callable[[Any], datetime]
 
@@ -240,17 +241,22 @@ def job_params(record: JobRecord, ts: Callable[[datetime], Any]) -> dict[str, An
         "created_by": record.created_by,
         "product": normalized_source(record.metadata_json),
         "trace_id": record.trace_id,
+        "retry_of": record.retry_of,
     }
+
+
+def job_status(status: Any) -> JobStatus:
+    """A stored status, refused when it is not one of §4.1/§14.4."""
+    if status not in _JOB_STATUSES:
+        raise ValueError(f"unknown job status in store: {status!r}")
+    return cast(JobStatus, status)
 
 
 def job_from_row(row: Mapping[str, Any], ts: TimestampReader) -> JobRecord:
     """A :class:`JobRecord` from a row of :data:`JOB_COLUMNS`."""
-    status = row["status"]
-    if status not in _JOB_STATUSES:
-        raise ValueError(f"unknown job status in store: {status!r}")
     return JobRecord(
         id=row["id"],
-        status=cast(JobStatus, status),
+        status=job_status(row["status"]),
         request_hash=row["request_hash"],
         dedup_active=bool(row["dedup_active"]),
         mapped_fields_json=row["mapped_fields_json"],
@@ -271,6 +277,7 @@ def job_from_row(row: Mapping[str, Any], ts: TimestampReader) -> JobRecord:
         tenant=row["tenant_id"],
         created_by=row["created_by"],
         trace_id=row["trace_id"],
+        retry_of=row["retry_of"],
     )
 
 

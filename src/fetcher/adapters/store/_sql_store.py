@@ -308,6 +308,13 @@ class SqlMetadataStore(AsyncResource):
         update = q.fail_job(self.dialect, job_id, from_statuses, error, completed_at)
         return await self._transition(update, event)
 
+    async def cancel_job(self, job_id: str, *, canceled_at: datetime, event: OutboxEvent) -> bool:
+        return await self._transition(q.cancel_job(self.dialect, job_id, canceled_at), event)
+
+    async def job_status(self, job_id: str) -> JobStatus | None:
+        row = await self._first(q.job_status(job_id))
+        return None if row is None else c.job_status(row["status"])
+
     async def reap_candidates(
         self,
         *,

@@ -353,6 +353,21 @@ def fail_job(
     )
 
 
+def cancel_job(d: Dialect, job_id: str, canceled_at: datetime) -> Statement:
+    """§14.4: a compare-and-set from ``pending`` or ``processing`` to ``canceled``; frees the
+    request hash. Racing :func:`complete_job`/:func:`fail_job`, exactly one matches."""
+    return Statement(
+        "UPDATE jobs SET status = 'canceled', completed_at = :at, updated_at = :at,"
+        f" dedup_active = {d.false} WHERE id = :id AND {_ACTIVE}",
+        {"id": job_id, "at": d.ts(canceled_at)},
+    )
+
+
+def job_status(job_id: str) -> Statement:
+    """The status of one job of any tenant (the Worker's cancellation poll, §14.4)."""
+    return Statement("SELECT status FROM jobs WHERE id = :id", {"id": job_id})
+
+
 def insert_event(d: Dialect, event: OutboxEvent) -> Statement:
     """The outbox row of ``event``, with its job's tenant and product (§12.4, §12.5)."""
     return Statement(

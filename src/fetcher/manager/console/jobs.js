@@ -8,7 +8,7 @@ import { append, badge, duration, facts, h, jsonBlock, replace, table, when } fr
 import { eventsOfJob } from "./feed.js";
 import { failureBox } from "./view.js";
 
-const STATUSES = ["pending", "processing", "completed", "failed"];
+const STATUSES = ["pending", "processing", "completed", "failed", "canceled"];
 const PAGE_SIZE = 20;
 const LIVE_MS = 2000;
 const IDLE_MS = 5000;
@@ -274,6 +274,41 @@ function resultSection(job) {
     h("p", {}, button, " ", status));
 }
 
+/** §14.4: a running job's Cancel button. `done(notice)` gets the API's answer to show: the
+ * canceled job's confirmation, or the §2.2 error as such (409 FET-1104 when it ended first). */
+function cancelSection(job, done) {
+  if (!running(job)) return null;
+  const button = h("button", { type: "button", id: "cancel-job" }, "Cancel job");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const answer = await request(`/v1/fetcher/${encodeURIComponent(job.id)}/cancel`, { method: "POST" });
+      done(h("p", { id: "job-notice", class: "notice" }, `Canceled: the job is now ${answer.status}.`));
+    } catch (error) {
+      done(h("div", { id: "job-notice" }, failureBox(error)));
+    }
+  });
+  return h("p", {}, button);
+}
+
+/** §14.5: a failed or canceled job's Retry button. `done(notice)` gets the API's answer: a
+ * link to the new job (or the identical active one it matched), or the §2.2 error as such. */
+function retrySection(job, done) {
+  if (job.status !== "failed" && job.status !== "canceled") return null;
+  const button = h("button", { type: "button", id: "retry-job" }, "Retry job");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const answer = await request(`/v1/fetcher/${encodeURIComponent(job.id)}/retry`, { method: "POST" });
+      done(h("p", { id: "job-notice", class: "notice" }, `${answer.message}: `,
+        h("a", { href: `#/jobs/${encodeURIComponent(answer.jobId)}`, id: "retried-job" }, answer.jobId)));
+    } catch (error) {
+      done(h("div", { id: "job-notice" }, failureBox(error)));
+    }
+  });
+  return h("p", {}, button);
+}
+
 /** The job's events as a table, or why there is none (a token may read jobs but not events). */
 async function jobEvents(job) {
   if (running(job)) return h("p", { class: "muted" }, "The job is still running.");
@@ -292,14 +327,23 @@ export async function jobView(root, id, life) {
   const body = h("div", { id: "job-page" });
   replace(root, h("p", {}, h("a", { href: "#/jobs" }, "← Jobs")), h("h1", {}, "Job"), body);
 
+  let notice = null; // the API's answer to the last Cancel or Retry, kept across refreshes
   async function load() {
     const job = await request(`/v1/fetcher/${encodeURIComponent(id)}`);
     const events = await jobEvents(job);
     if (!life.alive()) return false;
     const error = errorOf(job);
+    const show = (answer) => {
+      notice = answer;
+      load().catch((failure) => replace(body, failureBox(failure)));
+    };
     replace(
       body,
+      notice,
       jobFacts(job),
+      job.retryOf ? h("p", {}, "Retry of ", h("a", { href: `#/jobs/${encodeURIComponent(job.retryOf)}`, id: "retry-of" }, job.retryOf)) : null,
+      cancelSection(job, show),
+      retrySection(job, show),
       error ? h("section", {}, h("h2", {}, "Failure"), h("pre", { class: "error-text", id: "job-error" }, error)) : null,
       resultSection(job),
       h("section", { id: "job-events" }, h("h2", {}, "Events"), events),

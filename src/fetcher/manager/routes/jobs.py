@@ -69,6 +69,47 @@ async def get_job(request: Request, runtime: RuntimeDep, principal: JobsRead) ->
     return json_response(await runtime.jobs.get(job_id, principal=principal))
 
 
+@router.post(
+    "/{id}/cancel",
+    summary="Cancel a pending or processing job",
+    responses={
+        200: {"model": JobResponse, "description": "The job, now canceled"},
+        **error_responses(400, 404, 409),
+    },
+    openapi_extra={"parameters": [JOB_ID]},
+)
+async def cancel_job(request: Request, runtime: RuntimeDep, principal: JobsWrite) -> Response:
+    """§14.4: 200 with the canceled job; 404 FET-1001 as for get; 409 FET-1104 when the job is
+    already terminal."""
+    job_id = parse_job_id(request.path_params["id"])
+    return json_response(await runtime.jobs.cancel(job_id, principal=principal))
+
+
+@router.post(
+    "/{id}/retry",
+    status_code=202,
+    summary="Retry a failed or canceled job",
+    responses={
+        202: {"model": JobAccepted, "description": "Job created", "headers": _LOCATION},
+        200: {"model": JobAccepted, "description": "Duplicate request", "headers": _LOCATION},
+        **error_responses(400, 404, 409),
+    },
+    openapi_extra={"parameters": [JOB_ID]},
+)
+async def retry_job(request: Request, runtime: RuntimeDep, principal: JobsWrite) -> Response:
+    """§14.5: the job's request submitted again (§3.6), answered as ``POST /v1/fetcher``;
+    404 FET-1001 as for get; 409 FET-1105 unless the job is failed or canceled."""
+    job_id = parse_job_id(request.path_params["id"])
+    result, created = await runtime.jobs.retry(
+        job_id, request_id=request_id(request), principal=principal
+    )
+    return json_response(
+        result,
+        202 if created else 200,
+        {"Location": f"/v1/fetcher/{result['jobId']}"},
+    )
+
+
 @router.get(
     "",
     summary="List and search jobs",

@@ -170,6 +170,10 @@ class JobResponse(_Strict):
         description="The W3C trace ID of the request that created the job; null when it "
         "was not traced (tracing off, or not sampled).",
     )
+    #: §14.5: the failed or canceled job this one retries; absent otherwise.
+    retryOf: str | None = Field(
+        default=None, description="The failed or canceled job this job retries (§14.5)."
+    )
 
 
 # --- operational and feed (§2.10, §2.12) --------------------------------------------------

@@ -25,6 +25,7 @@ from fetcher.services.timeutil import format_ms
 __all__ = [
     "CompletedResult",
     "EventContext",
+    "canceled_event",
     "completed_event",
     "event_trace_headers",
     "failed_event",
@@ -137,6 +138,23 @@ def failed_event(
         f'{{"job_id":{compact_json(job_id)},"status":"failed","metadata":{compact_json(metadata)}}}'
     )
     return _event(ctx, "failed", job_id, body, at, tenant=tenant)
+
+
+def canceled_event(
+    ctx: EventContext,
+    job_id: str,
+    metadata_json: str,
+    at: datetime,
+    *,
+    tenant: str = "",
+) -> OutboxEvent:
+    """§14.4: ``{"job_id","status":"canceled","metadata","canceled_at"}``, ``metadata`` the
+    stored text verbatim; same envelope, headers and signing as §8.2/§8.3."""
+    body = (
+        f'{{"job_id":{compact_json(job_id)},"status":"canceled","metadata":{metadata_json or "{}"},'
+        f'"canceled_at":{compact_json(format_ms(at))}}}'
+    )
+    return _event(ctx, "canceled", job_id, body, at, tenant=tenant)
 
 
 def _event(

@@ -127,6 +127,20 @@ class _EncryptingSink:
         return self._hmac.hexdigest()
 
 
+@dataclass(slots=True)
+class _CancelWatch:
+    """One run's cancellation state: ``recording`` once the completion CAS is under way (the
+    watcher then leaves the run alone; the CAS decides), ``stopped`` once the watcher
+    canceled the run because the job was canceled."""
+
+    recording: bool = False
+    stopped: bool = False
+    #: The status the watcher saw when it stopped the run (``None`` for a vanished job).
+    seen: str | None = None
+    #: The §4.5 category the run's ``_fail`` recorded (the run is its own task and context).
+    category: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class _Stored:
     """What the object store holds once the sink finished: its HMAC and stored size."""
@@ -164,6 +178,9 @@ class ExtractionService:
     b64encode: Callable[[bytes | memoryview], bytes] = base64.b64encode
     #: §14.3: ``APP_ENC_KEY_VERSION``, recorded with every object ``keys`` seal.
     key_version: str = "1"
+    #: §14.4: how often a running job's status is read to notice a cancel (well inside the
+    #: contract's 2 s).
+    cancel_poll_seconds: float = 0.5
 
     async def run_claimed(self, job_id: str, *, tenant: str = "") -> str:
         """Run a job of ``tenant`` this Worker has just claimed; it ends in one terminal
@@ -196,21 +213,62 @@ class ExtractionService:
         _failure_category.set(None)
         known: dict[str, ConnectionDescriptor] = {}
         resolved: Mapping[str, ConnectionDescriptor] = known  # internal ones too, once resolved
+        watch = _CancelWatch()
+
+        async def attempt() -> str:
+            nonlocal resolved
+            try:
+                resolved = connections = await self._resolve(job, known)
+                request = self._request(job)
+                return await self._extract_and_complete(job, request, connections, watch)
+            except EngineError as exc:
+                return await self._fail(job, await self._failure_text(exc, known))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("job %s failed unexpectedly", job_id)
+                return await self._fail(job, INTERNAL_ERROR)
+            finally:  # this task's context holds the category its _fail set; hand it over
+                watch.category = _failure_category.get()
+
+        work = asyncio.ensure_future(attempt())
+        watcher = asyncio.create_task(self._watch_cancel(job.id, work, watch))
         try:
-            resolved = connections = await self._resolve(job, known)
-            request = self._request(job)
-            status = await self._extract_and_complete(job, request, connections)
-        except EngineError as exc:
-            status = await self._fail(job, await self._failure_text(exc, known))
+            status = await work
         except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("job %s failed unexpectedly", job_id)
-            status = await self._fail(job, INTERNAL_ERROR)
+            current = asyncio.current_task()
+            if not watch.stopped or (current is not None and current.cancelling()):
+                raise  # this Worker is stopping, not the job
+            status = "canceled" if watch.seen == "canceled" else "lost"
+            log.info("job %s: extraction stopped, its spools and upload discarded", watch.seen)
+        finally:
+            watcher.cancel()
+        _failure_category.set(watch.category)
         self.metrics.jobs_finished.labels(status).inc()
         self.metrics.job_duration.observe(loop.time() - started)
         self._observe_outcome(status, product, resolved, loop.time() - started)
         return status
+
+    async def _watch_cancel(
+        self, job_id: str, work: asyncio.Future[str], watch: _CancelWatch
+    ) -> None:
+        """§14.4: every :attr:`cancel_poll_seconds`, read the job's status; once it is no
+        longer ``processing`` (a cancel, or the reaper) and the completion is not being
+        recorded, cancel the extraction. asyncio delivers that at the engine's next await —
+        between batches or while it waits on the source — and every exit stack on the way out
+        deletes the spools and discards the upload (:meth:`ObjectStore.open_writer`)."""
+        while not work.done():
+            await asyncio.sleep(self.cancel_poll_seconds)
+            try:
+                status = await self.store.job_status(job_id)
+            except Exception:
+                log.warning("cancellation poll failed; retrying", exc_info=True)
+                continue
+            if status != "processing" and not watch.recording:
+                watch.stopped, watch.seen = True, status
+                work.cancel()
+                self.on_commit()  # the relay publishes the canceler's job.canceled row now
+                return
 
     def _observe_outcome(
         self,
@@ -332,6 +390,7 @@ class ExtractionService:
         job: JobRecord,
         request: ExtractionRequest,
         connections: Mapping[str, ConnectionDescriptor],
+        watch: _CancelWatch,
     ) -> str:
         loop = asyncio.get_running_loop()
         key = object_key(job.id, self.key_prefix, job.tenant)
@@ -345,7 +404,7 @@ class ExtractionService:
                     (key, self.keys.for_tenant(job.tenant)),
                     lambda: storage.reschedule(loop.time() + self.storage_timeout),
                 )
-                recording = True
+                recording = watch.recording = True
                 return await self._complete(job, key, result, stored)
         except TimeoutError:
             if not storage.expired():
@@ -433,11 +492,21 @@ class ExtractionService:
             log.exception("recording completion of job %s failed", job.id)
             return await self._fail(job, RECORD_FAILED)
         if not done:
-            log.warning("job %s was no longer processing; its object may remain", job.id)
-            return "lost"
+            return await self._discard_unrecorded(job, key)
         self.on_commit()
         log.info("job completed: %d rows stored at %s", result.row_count, key)
         return "completed"
+
+    async def _discard_unrecorded(self, job: JobRecord, key: str) -> str:
+        """The completion CAS matched nothing: the job was canceled (§14.4) or reaped while its
+        object was being finished. No job points at the object, so it is deleted."""
+        try:
+            await self.objects.delete(key)
+        except Exception:
+            log.exception("could not delete the object of job %s at %s", job.id, key)
+        status = await self.store.job_status(job.id)
+        log.warning("job %s was %s before its completion was recorded", job.id, status)
+        return "canceled" if status == "canceled" else "lost"
 
     async def _fail(self, job: JobRecord, error: str) -> str:
         now = self.clock.now()
@@ -467,8 +536,9 @@ class ExtractionService:
 
 
 #: The §4.5 category of the failure :meth:`ExtractionService._fail` recorded for the job the
-#: current task runs (reset when a run starts; a coroutine's awaits share its context, so
-#: ``_run_claimed`` reads what its own ``_fail`` set, and concurrent jobs never see each other's).
+#: current task runs (reset when a run starts). The run is a task of its own (so a cancel can
+#: stop it, §14.4), which hands the category back through its ``_CancelWatch``; concurrent
+#: jobs never see each other's.
 _failure_category: ContextVar[str | None] = ContextVar("fetcher_failure_category", default=None)
 
 

@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from fetcher.engine import Limits
@@ -23,7 +23,7 @@ from fetcher.services.api.response_models import JobAccepted, JobResponse, shape
 from fetcher.services.connections.directory import ConnectionDirectory, not_found
 from fetcher.services.connections.tester import ConnectionTester
 from fetcher.services.errors import ApiError
-from fetcher.services.events.job_events import EventContext, failed_event
+from fetcher.services.events.job_events import EventContext, canceled_event, failed_event
 from fetcher.services.infrastructure import WorkPublisher
 from fetcher.services.jobs.result_summary import result_member
 from fetcher.services.jobs.validation import ValidatedJob, validate_job_request
@@ -61,7 +61,7 @@ def job_response(job: JobRecord) -> dict[str, object]:
     if job.status == "failed" and job.error is not None:
         metadata["error"] = job.error
     completed = job.status == "completed"
-    terminal = job.completed_at is not None and job.status in ("completed", "failed")
+    terminal = job.completed_at is not None and job.status in ("completed", "failed", "canceled")
     return shape(
         JobResponse,
         {
@@ -79,6 +79,7 @@ def job_response(job: JobRecord) -> dict[str, object]:
             "createdBy": job.created_by,
             "result": result_member(job),
             "traceId": job.trace_id,
+            "retryOf": job.retry_of,
         },
         keep_null=("traceId",),  # §15.3: null when the job's request was not traced
     )
@@ -120,10 +121,58 @@ class JobService:
             raise not_found("job")
         return job_response(job)
 
-    async def create(
-        self, body: Mapping[str, object], *, request_id: str, principal: Principal
+    async def cancel(self, job_id: str, *, principal: Principal) -> dict[str, object]:
+        """§14.4: ``pending``/``processing`` → ``canceled`` by one compare-and-set with its
+        ``job.canceled`` outbox row; a processing job's Worker sees the status and stops.
+        The job is found as by :meth:`get`; a terminal one → ``409 FET-1104``."""
+        job = await self.store.get_job(job_id, tenant=principal.tenant)
+        if job is None or not principal.may_act_for(normalized_source(job.metadata_json)):
+            raise not_found("job")
+        now = self.clock.now()
+        event = canceled_event(self.events, job.id, job.metadata_json, now, tenant=job.tenant)
+        if not await self.store.cancel_job(
+            job.id, canceled_at=now, event=with_trace_context(event)
+        ):
+            current = await self.store.get_job(job_id, tenant=principal.tenant)
+            status = current.status if current is not None else job.status
+            raise not_cancelable(status)
+        log.info("job canceled", extra={"job_id": job.id, "from_status": job.status})
+        canceled = await self.store.get_job(job_id, tenant=principal.tenant)
+        return job_response(canceled if canceled is not None else job)
+
+    async def retry(
+        self, job_id: str, *, request_id: str, principal: Principal
     ) -> tuple[dict[str, object], bool]:
-        """Returns the §2.8 body and whether a new job was created (202) or matched (200)."""
+        """§14.5: submit a ``failed`` or ``canceled`` job's request again through the whole
+        §3.6 path (validation, live tests, deduplication); answers as :meth:`create`, and a new
+        job records ``retryOf``. Found as by :meth:`get`; another status → ``409 FET-1105``."""
+        job = await self.store.get_job(job_id, tenant=principal.tenant)
+        if job is None or not principal.may_act_for(normalized_source(job.metadata_json)):
+            raise not_found("job")
+        if job.status not in ("failed", "canceled"):
+            raise ApiError(
+                "FET-1105",
+                f"only a failed or canceled job can be retried: it is {job.status}",
+                title="Job Not Retryable",
+            )
+        data_request: dict[str, object] = {"mappedFields": json.loads(job.mapped_fields_json)}
+        if job.filters_json:
+            data_request["filters"] = json.loads(job.filters_json)
+        if job.limits_json:
+            data_request["limits"] = json.loads(job.limits_json)
+        body = {"dataRequest": data_request, "metadata": json.loads(job.metadata_json)}
+        return await self.create(body, request_id=request_id, principal=principal, retry_of=job.id)
+
+    async def create(
+        self,
+        body: Mapping[str, object],
+        *,
+        request_id: str,
+        principal: Principal,
+        retry_of: str | None = None,
+    ) -> tuple[dict[str, object], bool]:
+        """Returns the §2.8 body and whether a new job was created (202) or matched (200).
+        ``retry_of`` is recorded on a new job (§14.5)."""
         with span("validate job"):
             job = validate_job_request(body, max_limits=self.max_limits, principal=principal)
         tenant = principal.tenant
@@ -133,7 +182,7 @@ class JobService:
         stored = await self._resolve(job, tenant)
         self._check_ownership(job, stored)
         await self._live_test(stored)
-        record = self._record(job, stored, request_id, principal)
+        record = replace(self._record(job, stored, request_id, principal), retry_of=retry_of)
         existing = await self._insert(record, job.request_hash, tenant)
         if existing is not None:
             return self._duplicate(existing)
@@ -291,6 +340,13 @@ class JobService:
         }
         with span(f"send {self.work_queue}", kind=SpanKind.PRODUCER, attributes=attributes):
             await self.publisher.publish_work(body, {**headers, **trace_headers()})
+
+
+def not_cancelable(status: str) -> ApiError:
+    """§14.4: ``409 FET-1104`` for a job already in a terminal status."""
+    return ApiError(
+        "FET-1104", f"the job cannot be canceled: it is {status}", title="Job Not Cancelable"
+    )
 
 
 def _missing(message: str) -> ApiError:

@@ -240,6 +240,8 @@ class WorkHandler:
             return False
         await self._ack_after_claim(delivery, claimed=claimed)
         log.info("job claimed" if claimed else "work message acknowledged: job not pending")
+        if not claimed and job.status == "canceled":
+            self.extraction.on_commit()  # §14.4: publish the Manager's job.canceled row now
         return claimed
 
     @staticmethod
