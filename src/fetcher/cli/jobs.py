@@ -119,12 +119,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     count.add_argument("--all", action="store_true", help="every matching job")
     parser.add_argument("--json", action="store_true", help="JSON lines even on a terminal")
+    _manager_arguments(parser, " for the whole listing")
+    return parser
+
+
+def _manager_arguments(parser: argparse.ArgumentParser, timeout_scope: str) -> None:
+    """``--timeout``, ``--api`` and the token options every ``jobs`` command shares."""
     parser.add_argument(
         "--timeout",
         type=_bounded(0.001, MAX_TIMEOUT, float),
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
-        help=f"give up after this long for the whole listing (default {DEFAULT_TIMEOUT:g})",
+        help=f"give up after this long{timeout_scope} (default {DEFAULT_TIMEOUT:g})",
     )
     parser.add_argument(
         "--api",
@@ -132,7 +138,6 @@ def _parser() -> argparse.ArgumentParser:
         help=f"Manager base URL (default: FETCHER_API_URL, else {DEFAULT_API_URL})",
     )
     token_arguments(parser)
-    return parser
 
 
 # --- output --------------------------------------------------------------------------------
@@ -319,19 +324,7 @@ def _act_parser(action: str) -> argparse.ArgumentParser:
         f"refuses ({refusal}) or cannot be reached.",
     )
     parser.add_argument("job_id", metavar="ID", help="the job's ID (a UUID)")
-    parser.add_argument(
-        "--timeout",
-        type=_bounded(0.001, MAX_TIMEOUT, float),
-        default=DEFAULT_TIMEOUT,
-        metavar="SECONDS",
-        help=f"give up after this long (default {DEFAULT_TIMEOUT:g})",
-    )
-    parser.add_argument(
-        "--api",
-        metavar="URL",
-        help=f"Manager base URL (default: FETCHER_API_URL, else {DEFAULT_API_URL})",
-    )
-    token_arguments(parser)
+    _manager_arguments(parser, "")
     return parser
 
 
