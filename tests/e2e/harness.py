@@ -1012,3 +1012,44 @@ async def drain_canceled(stack: Stack, *job_ids: str) -> None:
     await stack.broker.fence()
     for job_id in job_ids:
         assert [e.routing_key for e in stack.broker.collector.for_job(job_id)] == ["job.canceled"]
+
+
+def rotated_env(new_key: str) -> dict[str, str]:
+    """The variables of a process after a rotation of ``APP_ENC_KEY`` (docs/key-rotation.md):
+    the new key current (version 2), the session's key previous (version 1)."""
+    return {
+        "APP_ENC_KEY": new_key,
+        "APP_ENC_KEY_VERSION": "2",
+        "APP_ENC_KEY_PREVIOUS": f"1:{MASTER_KEY}",
+    }
+
+
+async def run_fetcher(
+    env: Mapping[str, str], *args: str, seconds: float = 120.0
+) -> tuple[int, bytes, bytes]:
+    """One ``fetcher`` command to its end, without blocking the loop: exit code, stdout,
+    stderr."""
+    process = await asyncio.create_subprocess_exec(
+        FETCHER_BIN,
+        *args,
+        env=dict(env),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), seconds)
+    assert process.returncode is not None
+    return process.returncode, out, err
+
+
+def jobs_cli(base_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``fetcher jobs args…`` against the Manager at ``base_url`` (``FETCHER_API_URL``)."""
+    env = {"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8", "FETCHER_API_URL": base_url}
+    return subprocess.run(  # noqa: S603 - our own console script, fixed arguments
+        [FETCHER_BIN, "jobs", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )

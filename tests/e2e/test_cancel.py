@@ -6,10 +6,7 @@ upload, each is announced by exactly one ``job.canceled``, and a second cancel a
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ from tests.e2e.harness import (
     drain_canceled,
     embedded_fetcher,
     eventually,
+    jobs_cli,
     slow_view_sql,
 )
 from tests.sqlite_views import SLOW_SQLITE_VIEW
@@ -105,19 +103,6 @@ async def test_processing_job_stops_within_two_seconds(stack: Stack) -> None:
     assert stack.results.keys_for(job_id) == []
 
 
-def _cli(base_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    fetcher = Path(sys.executable).with_name("fetcher")
-    env = {"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8", "FETCHER_API_URL": base_url}
-    return subprocess.run(  # noqa: S603 - our own console script, fixed arguments
-        [str(fetcher), "jobs", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 async def test_sdk_and_cli_cancel(stack: Stack) -> None:
     """``client.cancel(id)`` answers the canceled job and raises ``ApiError`` 409 FET-1104 the
     second time; ``fetcher jobs cancel ID`` prints ``<id> canceled`` and, for a job that already
@@ -129,9 +114,9 @@ async def test_sdk_and_cli_cancel(stack: Stack) -> None:
         with pytest.raises(ApiError) as refused:
             await client.cancel(by_sdk)
         assert (refused.value.status, refused.value.code) == (409, "FET-1104")
-    done = await asyncio.to_thread(_cli, stack.api.base_url, "cancel", by_cli)
+    done = await asyncio.to_thread(jobs_cli, stack.api.base_url, "cancel", by_cli)
     assert (done.returncode, done.stdout, done.stderr) == (0, f"{by_cli} canceled\n", "")
-    again = await asyncio.to_thread(_cli, stack.api.base_url, "cancel", by_cli)
+    again = await asyncio.to_thread(jobs_cli, stack.api.base_url, "cancel", by_cli)
     assert again.returncode == 2
     assert "FET-1104" in again.stderr, again.stderr
     assert "it is canceled" in again.stderr, again.stderr

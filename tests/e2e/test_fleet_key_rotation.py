@@ -38,14 +38,14 @@ import httpx
 from tests.chaos.stack import ChaosStack, chaos_stack
 from tests.e2e.conftest import E2E
 from tests.e2e.harness import (
-    FETCHER_BIN,
-    MASTER_KEY,
     FetcherProcess,
     ManagerApi,
     ReceivedEvent,
     decrypt_result_object,
     eventually,
     hmac_hex,
+    rotated_env,
+    run_fetcher,
     signing_input,
 )
 
@@ -59,41 +59,17 @@ SUBMIT_EVERY = 0.3
 SETTLE = 3.0
 
 
-def rotated_env(new_key: str) -> dict[str, str]:
-    """The three variables of a rotated process (docs/key-rotation.md §2)."""
-    return {
-        "APP_ENC_KEY": new_key,
-        "APP_ENC_KEY_VERSION": "2",
-        "APP_ENC_KEY_PREVIOUS": f"1:{MASTER_KEY}",
-    }
-
-
-async def fetcher(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    """One ``fetcher`` command to its end: exit code, stdout, stderr."""
-    process = await asyncio.create_subprocess_exec(
-        FETCHER_BIN,
-        *args,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
 async def version_keys(rotated: dict[str, str], version: str) -> tuple[bytes, bytes]:
     """``(external, storage)`` of a key version, as a consumer gets them: ``fetcher derive-key
     --version <v>`` with the rotated variables (the runbook's §5)."""
     env = {"PATH": os.environ.get("PATH", ""), **rotated}
     keys = []
     for purpose in ("external", "storage"):
-        code, out, err = await fetcher(
-            env, "derive-key", "--version", version, "--purpose", purpose
+        code, out, err = await run_fetcher(
+            env, "derive-key", "--version", version, "--purpose", purpose, seconds=60
         )
-        assert code == 0, err
-        keys.append(bytes.fromhex(out.rsplit(" ", 1)[1].strip()))
+        assert code == 0, err.decode()
+        keys.append(bytes.fromhex(out.decode().rsplit(" ", 1)[1].strip()))
     return keys[0], keys[1]
 
 
@@ -174,10 +150,10 @@ async def test_rotating_the_master_key_one_process_at_a_time_while_jobs_run(
             await submitter.settle()
             # §4: re-encrypt the stored credentials while jobs still run.
             base = {**stack.launcher.base_env, "FETCHER_MODE": "manager", **rotated}
-            code, out, err = await fetcher(base, "rotate-credentials")
-            assert code == 0, err
-            assert out.startswith("re-encrypted 1 connections;"), out
-            assert out.endswith("; 0 failed\n"), out
+            code, out, err = await run_fetcher(base, "rotate-credentials", seconds=60)
+            assert code == 0, err.decode()
+            assert out.startswith(b"re-encrypted 1 connections;"), out
+            assert out.endswith(b"; 0 failed\n"), out
             await submitter.settle()
         finally:
             submitter.stopped.set()

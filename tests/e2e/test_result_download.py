@@ -6,7 +6,6 @@ downloads and verifies, while new objects carry the new version."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import hashlib
@@ -24,12 +23,13 @@ import pytest_asyncio
 from fetcher.crypto import KeySet
 from tests.e2e.conftest import E2E, SOURCE_CONFIG
 from tests.e2e.harness import (
-    FETCHER_BIN,
     MASTER_KEY,
     ManagerApi,
     Stack,
     decrypt_result_object,
     embedded_fetcher,
+    rotated_env,
+    run_fetcher,
 )
 
 pytestmark = E2E
@@ -147,30 +147,6 @@ async def test_a_pending_job_has_no_result_and_a_deleted_object_is_gone(
     assert gone.json()["code"] == "FET-1101"
 
 
-def rotated_env(new_key: str) -> dict[str, str]:
-    """The variables of a process after the rotation: the new key current (version 2), the
-    old one previous."""
-    return {
-        "APP_ENC_KEY": new_key,
-        "APP_ENC_KEY_VERSION": "2",
-        "APP_ENC_KEY_PREVIOUS": f"1:{MASTER_KEY}",
-    }
-
-
-async def fetcher(env: dict[str, str], *args: str) -> tuple[int, bytes, bytes]:
-    process = await asyncio.create_subprocess_exec(
-        FETCHER_BIN,
-        *args,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode is not None
-    return process.returncode, out, err
-
-
 async def test_a_rotated_key_still_opens_the_old_object(stack: Stack, job: dict[str, Any]) -> None:
     """The rolling rotation of docs/key-rotation.md, one process at a time: Worker first (it
     takes the not-yet-rotated Manager's messages), then a Manager; the old object downloads and
@@ -199,7 +175,7 @@ async def test_a_rotated_key_still_opens_the_old_object(stack: Stack, job: dict[
         **rotated,
     }
     for opened in (job, from_new_manager):
-        code, out, err = await fetcher(consumer, "result", "get", opened["id"])
+        code, out, err = await run_fetcher(consumer, "result", "get", opened["id"])
         assert code == 0, err.decode()
         expected = decrypt_result_object(
             (new_key if opened is from_new_manager else KeySet.from_text(MASTER_KEY)).storage,
@@ -212,18 +188,18 @@ async def test_a_rotated_key_still_opens_the_old_object(stack: Stack, job: dict[
 
 async def assert_credentials_rotate(stack: Stack, rotated: dict[str, str]) -> None:
     base = {**stack.launcher.base_env, "FETCHER_MODE": "manager", "LOG_LEVEL": "warn"}
-    code, out, err = await fetcher({**base, **rotated}, "rotate-credentials")
+    code, out, err = await run_fetcher({**base, **rotated}, "rotate-credentials")
     assert code == 0, err.decode()
     moved = int(out.split()[1])
     assert moved >= 1, out
-    again = await fetcher({**base, **rotated}, "rotate-credentials")
+    again = await run_fetcher({**base, **rotated}, "rotate-credentials")
     assert again[1].startswith(b"re-encrypted 0 connections"), again
     back = {
         "APP_ENC_KEY": MASTER_KEY,
         "APP_ENC_KEY_VERSION": "1",
         "APP_ENC_KEY_PREVIOUS": f"2:{rotated['APP_ENC_KEY']}",
     }
-    code, out, err = await fetcher({**base, **back}, "rotate-credentials")
+    code, out, err = await run_fetcher({**base, **back}, "rotate-credentials")
     assert code == 0, err.decode()
     assert int(out.split()[1]) >= moved
     async with stack.launcher.running_worker():  # the session's key reads them again

@@ -6,16 +6,12 @@ the SDK's ``client.retry`` and ``fetcher jobs retry ID`` do the same."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from fetcher.client import ApiError, AsyncFetcherClient
 from tests.e2e.conftest import E2E, SOURCE_CONFIG
-from tests.e2e.harness import Stack, drain_canceled
+from tests.e2e.harness import Stack, drain_canceled, jobs_cli
 
 pytestmark = E2E
 
@@ -26,19 +22,6 @@ async def _retry(stack: Stack, job_id: str) -> tuple[int, dict[str, object]]:
     response = await stack.api.http.post(f"{stack.api.base_url}/v1/fetcher/{job_id}/retry")
     body: dict[str, object] = response.json()
     return response.status_code, body
-
-
-def _cli(base_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    fetcher = Path(sys.executable).with_name("fetcher")
-    env = {"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8", "FETCHER_API_URL": base_url}
-    return subprocess.run(  # noqa: S603 - our own console script, fixed arguments
-        [str(fetcher), "jobs", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 async def test_a_canceled_job_is_retried_and_completes(stack: Stack) -> None:
@@ -86,12 +69,12 @@ async def test_a_failed_job_is_retried_by_the_sdk_and_the_cli(stack: Stack) -> N
         f"{stack.api.base_url}/v1/fetcher/{submission.job_id}/cancel"
     )
     assert canceled.status_code == 200, canceled.text
-    done = await asyncio.to_thread(_cli, stack.api.base_url, "retry", failed)
+    done = await asyncio.to_thread(jobs_cli, stack.api.base_url, "retry", failed)
     assert done.returncode == 0, done.stderr
     new_id, new_status = done.stdout.split()
     assert new_status == "pending"
     assert (await stack.api.job(new_id))["retryOf"] == failed
-    refused_cli = await asyncio.to_thread(_cli, stack.api.base_url, "retry", new_id)
+    refused_cli = await asyncio.to_thread(jobs_cli, stack.api.base_url, "retry", new_id)
     assert refused_cli.returncode == 2
     assert "FET-1105" in refused_cli.stderr, refused_cli.stderr
     await stack.api.http.post(f"{stack.api.base_url}/v1/fetcher/{new_id}/cancel")
